@@ -1,0 +1,1 @@
+"""The REST API (FastAPI): metrics endpoints, management endpoints, ingest, /metrics export."""

@@ -1,0 +1,75 @@
+"""One error type for the API and the handler that renders it as the spec's ``{"error": "..."}``.
+
+Status codes (DESIGN "Errors, auth, tenancy"): 400 bad input, 401 no or bad key, 403 a key that may not
+do this, 404 no such model / deployment / environment (including another organization's), 409 conflict,
+429 rate limited (body also carries ``retry_after`` in seconds). Bad input never gives a 5xx.
+"""
+
+from __future__ import annotations
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+
+class ApiError(Exception):
+    """An error to return to the client: ``status`` code and a message saying what to fix."""
+
+    def __init__(self, status: int, message: str, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.retry_after = retry_after
+
+
+def bad_request(message: str) -> ApiError:
+    """400 with ``message``."""
+    return ApiError(400, message)
+
+
+def not_found(message: str) -> ApiError:
+    """404 with ``message``."""
+    return ApiError(404, message)
+
+
+def unauthorized(message: str) -> ApiError:
+    """401 with ``message``."""
+    return ApiError(401, message)
+
+
+def forbidden(message: str) -> ApiError:
+    """403 with ``message``."""
+    return ApiError(403, message)
+
+
+def _body(message: str, retry_after: int | None = None) -> dict[str, object]:
+    body: dict[str, object] = {"error": message}
+    if retry_after is not None:
+        body["retry_after"] = retry_after
+    return body
+
+
+def _describe_validation(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err.get("loc", ()) if p not in ("query", "body", "path"))
+        parts.append(f"{where or 'request'}: {err.get('msg', 'invalid')}")
+    return "invalid request: " + "; ".join(parts)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    """Make every error of ``app`` a JSON ``{"error": ...}`` body with the right status code."""
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after is not None else None
+        return JSONResponse(_body(exc.message, exc.retry_after), status_code=exc.status, headers=headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(_body(_describe_validation(exc)), status_code=400)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(_body(str(exc.detail)), status_code=exc.status_code)

@@ -1,0 +1,100 @@
+"""THE catalog: every canonical metric the API serves, one row each.
+
+Rows follow ``platform-facts.md`` §1 (the 19 platform metrics) plus three DCGM-derived GPU metrics.
+Conversions made at ingest so that the API reports the unit given here:
+
+- ``baseten_gpu_utilization`` is stored as a 0-1 RATIO (the platform exports percent 0-100; DCGM's
+  ``DEV_GPU_UTIL`` is percent, its ``PROF_*`` fields are already 0-1).
+- ``baseten_gpu_memory_used`` stays in MEBIBYTES, as the platform reports it.
+- ``baseten_container_cpu_usage_seconds_total`` is a CPU-seconds counter; the API reports its rate,
+  i.e. CPU cores (RATIO, may exceed 1).
+
+Tests keep this table, the recipes and ``docs/catalog.md`` in agreement.
+"""
+
+from __future__ import annotations
+
+from servemetrics.catalog.model import (
+    HISTOGRAM_LABEL_SETS,
+    STATUS_LABEL_SETS,
+    Aggregation,
+    Kind,
+    MetricDef,
+    Scope,
+    Unit,
+)
+
+_SUM, _MEAN = Aggregation.SUM, Aggregation.MEAN
+_DEP, _REP = Scope.DEPLOYMENT, Scope.REPLICA
+_READINESS = ({"condition": "true"}, {"condition": "false"}, {"condition": "unknown"})
+
+
+def _hist(name: str, unit: Unit, help: str) -> MetricDef:
+    return MetricDef(name, Kind.HISTOGRAM, unit, _SUM, help, label_sets=HISTOGRAM_LABEL_SETS)
+
+
+_ROWS: tuple[MetricDef, ...] = (
+    MetricDef("baseten_inference_requests_total", Kind.COUNTER, Unit.COUNT, _SUM,
+              "Requests answered in the step, by status class of the response (2xx / 4xx / 5xx).",
+              by_label="status_code", label_sets=STATUS_LABEL_SETS),
+    _hist("baseten_end_to_end_response_time_seconds", Unit.SECONDS,
+          "End-to-end response time (queueing, cold start and inference), in seconds."),
+    _hist("baseten_time_to_first_byte_seconds", Unit.SECONDS,
+          "Time to the first byte of the response, in seconds (a proxy for time to first token)."),
+    _hist("baseten_request_size_bytes", Unit.BYTES, "Request body size in bytes."),
+    _hist("baseten_response_size_bytes", Unit.BYTES, "Response body size in bytes."),
+    MetricDef("baseten_replicas_active", Kind.GAUGE, Unit.COUNT, _SUM,
+              "Replicas ready to serve requests.", scope=_DEP),
+    MetricDef("baseten_replicas_starting", Kind.GAUGE, Unit.COUNT, _SUM,
+              "Replicas starting: waiting for resources or loading the model.", scope=_DEP),
+    MetricDef("baseten_concurrent_requests", Kind.GAUGE, Unit.COUNT, _SUM,
+              "In-flight requests (being served or queued), async requests excluded.", scope=_DEP),
+    MetricDef("baseten_ongoing_websocket_connections", Kind.GAUGE, Unit.COUNT, _SUM,
+              "Open websocket connections.", scope=_DEP),
+    MetricDef("baseten_async_queue_size", Kind.GAUGE, Unit.COUNT, _SUM,
+              "Async requests waiting in the queue.", scope=_DEP),
+    _hist("baseten_time_in_async_queue_seconds", Unit.SECONDS,
+          "Time async requests wait in the queue before processing, in seconds."),
+    MetricDef("baseten_async_webhook_requests_total", Kind.COUNTER, Unit.COUNT, _SUM,
+              "Async webhook deliveries sent in the step, by status class.",
+              by_label="status_code", label_sets=STATUS_LABEL_SETS),
+    _hist("baseten_async_webhook_latency_seconds", Unit.SECONDS,
+          "Latency of async webhook deliveries, in seconds."),
+    MetricDef("baseten_container_cpu_usage_seconds_total", Kind.COUNTER, Unit.RATIO, _MEAN,
+              "CPU used per replica, in cores (CPU-seconds per second), mean across replicas.",
+              scope=_REP),
+    MetricDef("baseten_container_cpu_memory_working_set_bytes", Kind.GAUGE, Unit.BYTES, _MEAN,
+              "Working-set memory per replica in bytes, mean across replicas.", scope=_REP),
+    MetricDef("baseten_gpu_memory_used", Kind.GAUGE, Unit.MEBIBYTES, _MEAN,
+              "GPU memory used per GPU in MiB, mean across GPUs."),
+    MetricDef("baseten_gpu_utilization", Kind.GAUGE, Unit.RATIO, _MEAN,
+              "Fraction of time a kernel ran on the GPU (0-1; converted from percent), mean across GPUs."),
+    MetricDef("baseten_container_restarts_total", Kind.COUNTER, Unit.COUNT, _SUM,
+              "Container restarts in the step (crashes, OOM kills, failed liveness probes)."),
+    MetricDef("baseten_pod_readiness", Kind.GAUGE, Unit.COUNT, _SUM,
+              "Pods by Kubernetes Ready condition (true / false / unknown).",
+              scope=_DEP, by_label="condition", label_sets=_READINESS),
+    MetricDef("baseten_gpu_temperature_celsius", Kind.GAUGE, Unit.COUNT, _MEAN,
+              "GPU temperature in degrees Celsius (unit hint COUNT: the spec has no temperature unit), "
+              "mean across GPUs."),
+    MetricDef("baseten_gpu_tensor_core_utilization", Kind.GAUGE, Unit.RATIO, _MEAN,
+              "Fraction of cycles the tensor pipe was active (0-1), mean across GPUs."),
+    MetricDef("baseten_gpu_memory_bandwidth_utilization", Kind.GAUGE, Unit.RATIO, _MEAN,
+              "Fraction of cycles the device-memory interface was active (0-1), mean across GPUs."),
+)
+
+CATALOG: dict[str, MetricDef] = {m.name: m for m in _ROWS}
+"""Canonical metric name -> definition, in the catalog's order."""
+
+DEFAULT_METRICS: tuple[str, ...] = (
+    "baseten_replicas_active",
+    "baseten_inference_requests_total",
+    "baseten_end_to_end_response_time_seconds",
+)
+"""Metrics answered when a request names none (spec: the metrics endpoint's default set)."""
+
+ALIASES: dict[str, str] = {
+    "vllm:gpu_cache_usage_perc": "vllm:kv_cache_usage_perc",
+}
+"""Source metric renamed by an engine upgrade -> the name it is stored under, so the series stays
+continuous. When both names appear in one scrape, the new name's sample wins (regression case C9)."""

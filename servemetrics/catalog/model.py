@@ -1,0 +1,90 @@
+"""The shape of one catalog entry (``MetricDef``) and the enums it uses.
+
+Kinds and unit hints are the spec's enums (``ModelMetricKindV1``, ``ModelMetricUnitHintV1`` in
+``metrics-api.openapi.json``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Kind(str, Enum):
+    """How a metric behaves (spec ``ModelMetricKindV1``)."""
+
+    GAUGE = "GAUGE"
+    COUNTER = "COUNTER"
+    HISTOGRAM = "HISTOGRAM"
+
+
+class Unit(str, Enum):
+    """Advisory unit of the values the API returns (spec ``ModelMetricUnitHintV1``)."""
+
+    PER_SECOND = "PER_SECOND"
+    SECONDS = "SECONDS"
+    BYTES = "BYTES"
+    MEBIBYTES = "MEBIBYTES"
+    COUNT = "COUNT"
+    RATIO = "RATIO"
+
+
+class Aggregation(str, Enum):
+    """How per-series values of one step combine across series (DESIGN "Query semantics")."""
+
+    SUM = "sum"
+    MEAN = "mean"
+
+
+class Scope(str, Enum):
+    """Who reports one series of the metric.
+
+    - ``SERIES``: every series counts (per-replica and per-GPU metrics, request counters).
+    - ``DEPLOYMENT``: one value per deployment (DESIGN: never sum copies reported by several sources);
+      per-series values are averaged within a deployment, then ``aggregation`` combines deployments.
+    - ``REPLICA``: values are first summed within a replica (``replica`` label), then ``aggregation``
+      combines replicas (CPU cores, working set: several containers of one replica add up).
+    """
+
+    SERIES = "series"
+    DEPLOYMENT = "deployment"
+    REPLICA = "replica"
+
+
+QUANTILES: tuple[str, ...] = ("0.5", "0.9", "0.95", "0.99")
+HISTOGRAM_LABEL_SETS: tuple[dict[str, str], ...] = tuple({"quantile": q} for q in QUANTILES) + (
+    {"stat": "avg"},
+)
+STATUS_LABEL_SETS: tuple[dict[str, str], ...] = ({"status": "2xx"}, {"status": "4xx"}, {"status": "5xx"})
+PLAIN_LABEL_SETS: tuple[dict[str, str], ...] = ({},)
+
+
+@dataclass(frozen=True)
+class MetricDef:
+    """One canonical metric.
+
+    Attributes:
+        name: canonical series name as stored and as the API names it (``baseten_*``).
+        kind: GAUGE, COUNTER or HISTOGRAM.
+        unit: unit hint of the values the API returns (after any conversion at ingest).
+        aggregation: cross-series aggregation of one step (sum or mean).
+        help: one-line description.
+        scope: see ``Scope``.
+        by_label: for a by-label metric, the stored label whose values choose the label set
+            (``status_code`` -> ``{status: 2xx}``; ``condition`` -> ``{condition: true}``); None otherwise.
+        label_sets: the fixed label sets of the descriptor, in order.
+    """
+
+    name: str
+    kind: Kind
+    unit: Unit
+    aggregation: Aggregation
+    help: str
+    scope: Scope = Scope.SERIES
+    by_label: str | None = None
+    label_sets: tuple[dict[str, str], ...] = PLAIN_LABEL_SETS
+
+    @property
+    def per_second(self) -> bool:
+        """True when a counter's step increase is divided by the step's seconds."""
+        return self.kind is Kind.COUNTER and self.unit in (Unit.PER_SECOND, Unit.RATIO)

@@ -1,0 +1,1 @@
+"""Ingest: exposition parsing, source adapters, scraping, remote_write and backfill."""

@@ -1,0 +1,73 @@
+"""Samples and columnar sample batches, the unit of ingest.
+
+A ``Sample`` is one point of one series; a ``SampleBatch`` is many points in columnar form (numpy
+arrays), which is how every store appends (never row by row).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from servemetrics.types import Labels, SeriesKey
+
+
+class Sample(NamedTuple):
+    """One point: series ``name`` with ``labels`` has ``value`` at ``ts_ms`` (epoch milliseconds)."""
+
+    name: str
+    labels: Labels
+    value: float
+    ts_ms: int
+
+    @property
+    def key(self) -> SeriesKey:
+        """The series identity ``(name, labels)``."""
+        return (self.name, self.labels)
+
+
+@dataclass
+class SampleBatch:
+    """Many samples in columnar form.
+
+    Attributes:
+        series: distinct series keys; ``series_index[i]`` indexes into it.
+        series_index: uint32 array, one entry per sample.
+        ts_ms: int64 array of epoch milliseconds, one per sample.
+        values: float64 array, one per sample.
+    """
+
+    series: list[SeriesKey]
+    series_index: np.ndarray
+    ts_ms: np.ndarray
+    values: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.ts_ms.shape[0])
+
+    @classmethod
+    def from_samples(cls, samples: Iterable[Sample]) -> SampleBatch:
+        """Build a batch from ``Sample`` rows (keeps their order)."""
+        index: dict[SeriesKey, int] = {}
+        idx: list[int] = []
+        ts: list[int] = []
+        vals: list[float] = []
+        for s in samples:
+            idx.append(index.setdefault((s.name, s.labels), len(index)))
+            ts.append(s.ts_ms)
+            vals.append(s.value)
+        return cls(
+            series=list(index),
+            series_index=np.asarray(idx, dtype=np.uint32),
+            ts_ms=np.asarray(ts, dtype=np.int64),
+            values=np.asarray(vals, dtype=np.float64),
+        )
+
+    def samples(self) -> Iterable[Sample]:
+        """Iterate the batch as ``Sample`` rows (for tests and small batches)."""
+        for i, t, v in zip(self.series_index.tolist(), self.ts_ms.tolist(), self.values.tolist(), strict=True):
+            name, labels = self.series[i]
+            yield Sample(name, labels, v, t)

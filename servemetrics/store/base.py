@@ -1,0 +1,130 @@
+"""The sample store interface (``Store``) and the selection it evaluates.
+
+Modelled on Prometheus ``Appendable`` / ``Queryable``: the store appends columnar sample batches and
+evaluates one narrow kind of question, a ``Selection``: one series name, label equality matchers, a
+per-series reducer (increase, mean or last) evaluated in every value set, summed per group.
+Everything above the store (query planner, API) knows nothing of the backend.
+
+Semantics every backend must meet (DESIGN "Query semantics"; ``MemoryStore`` is the reference):
+
+- A series takes part in value set ``v`` only if its ``deployment_id`` label is in ``v.deployment_ids``
+  and it matches every matcher.
+- ``MEAN``: mean of the series' samples with ``v.start_ms <= ts < v.end_ms``.
+- ``LAST``: the series' latest sample with ``v.end_ms - lookback_ms <= ts < v.end_ms``.
+- ``INCREASE``: sum of deltas between consecutive samples of the series whose later sample lies in
+  ``[v.start_ms, v.end_ms)``; a drop is a reset (delta = the new value). The earlier sample of a pair may
+  lie before ``v.start_ms`` but not before ``v.start_ms - lookback_ms``. No extrapolation.
+- A series "has data" in ``v`` when it has at least one sample in the range its reducer reads
+  (``[start, end)`` for MEAN and INCREASE). Series without data are left out of the group's cell.
+- Result: for each group (the values of ``group_by`` labels, "" when absent) a list with one entry per
+  value set: ``Cell(total, series)`` = sum of the per-series results and the number of series with data,
+  or ``None`` when no series of the group has data there.
+- A sample appended for a series and timestamp already stored is ignored (first write wins).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import NamedTuple, Protocol
+
+from servemetrics.ingest.samples import SampleBatch
+
+DEFAULT_LOOKBACK_MS = 10 * 60 * 1000
+"""INCREASE looks this far before a value set for the previous sample of a series (10 minutes)."""
+
+
+class Reducer(str, Enum):
+    """Per-series reduction inside one value set."""
+
+    INCREASE = "increase"
+    MEAN = "mean"
+    LAST = "last"
+
+
+@dataclass(frozen=True)
+class ValueSet:
+    """A half-open time range ``[start_ms, end_ms)`` and the deployments that serve during it."""
+
+    start_ms: int
+    end_ms: int
+    deployment_ids: frozenset[str]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One question to the store.
+
+    Attributes:
+        name: stored series name (``baseten_inference_requests_total``, ``..._bucket``, ``up`` ...).
+        reducer: per-series reduction.
+        value_sets: the ranges to evaluate, in order.
+        group_by: label names kept in the result key (e.g. ``("le",)``); series are summed per group.
+        matchers: label equality matchers, e.g. ``(("model_id", "m1"),)``.
+        lookback_ms: INCREASE: how far before a value set the previous sample may be; LAST: staleness.
+    """
+
+    name: str
+    reducer: Reducer
+    value_sets: tuple[ValueSet, ...]
+    group_by: tuple[str, ...] = ()
+    matchers: tuple[tuple[str, str], ...] = ()
+    lookback_ms: int = DEFAULT_LOOKBACK_MS
+
+
+class Cell(NamedTuple):
+    """Sum of the per-series results of one group in one value set, and how many series had data."""
+
+    total: float
+    series: int
+
+
+GroupKey = tuple[str, ...]
+SelectResult = dict[GroupKey, list[Cell | None]]
+
+
+@dataclass
+class StoreStats:
+    """What a store holds: ``series`` and ``samples`` counts, ``bytes`` on disk (0 when in memory)."""
+
+    series: int = 0
+    samples: int = 0
+    bytes: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+class Store(Protocol):
+    """A sample store. Implementations: ``MemoryStore`` (reference), ``DuckDBStore``."""
+
+    def append(self, batch: SampleBatch) -> int:
+        """Store a batch; return the number of samples newly stored (duplicates are dropped)."""
+        ...
+
+    def select(self, selection: Selection) -> SelectResult:
+        """Evaluate ``selection``; see the module docstring for the exact semantics."""
+        ...
+
+    def delete_before(self, ts_ms: int) -> int:
+        """Drop samples older than ``ts_ms`` (retention); return how many were dropped."""
+        ...
+
+    def stats(self) -> StoreStats:
+        """Counts of series and samples, and bytes on disk."""
+        ...
+
+    def close(self) -> None:
+        """Flush and release resources; the store is unusable afterwards."""
+        ...
+
+
+def in_value_set(deployment_id: str | None, vs: ValueSet) -> bool:
+    """True when a series with this ``deployment_id`` label takes part in ``vs``."""
+    return deployment_id is not None and deployment_id in vs.deployment_ids
+
+
+def check_value_sets(value_sets: Sequence[ValueSet]) -> None:
+    """Raise ``ValueError`` unless every value set has ``start_ms < end_ms``."""
+    for vs in value_sets:
+        if vs.start_ms >= vs.end_ms:
+            raise ValueError(f"value set must have start_ms < end_ms, got {vs.start_ms} >= {vs.end_ms}")
