@@ -18,7 +18,9 @@ Semantics every backend must meet (DESIGN "Query semantics"; ``MemoryStore`` is 
   (``[start, end)`` for MEAN and INCREASE). Series without data are left out of the group's cell.
 - Result: for each group (the values of ``group_by`` labels, "" when absent) a list with one entry per
   value set: ``Cell(total, series)`` = sum of the per-series results and the number of series with data,
-  or ``None`` when no series of the group has data there.
+  or ``None`` when no series of the group has data there. Every group with at least one matching series
+  whose ``deployment_id`` is in any value set appears, even when all its cells are ``None`` (so callers
+  can tell "no such series" (omit the metric) from "no sample in the window" (null)).
 - A sample appended for a series and timestamp already stored is ignored (first write wins).
 """
 

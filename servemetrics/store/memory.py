@@ -113,10 +113,10 @@ class MemoryStore:
             for i, vs in enumerate(selection.value_sets):
                 if not in_value_set(lab.get("deployment_id"), vs):
                     continue
+                cells = out.setdefault(key, [None] * len(selection.value_sets))
                 value = _reduce(series, selection, vs)
                 if value is None:
                     continue
-                cells = out.setdefault(key, [None] * len(selection.value_sets))
                 old = cells[i]
                 cells[i] = Cell(value, 1) if old is None else Cell(old.total + value, old.series + 1)
         return out

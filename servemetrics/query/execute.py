@@ -1,0 +1,209 @@
+"""Execute a ``Plan`` against a ``Store``: the recipes of each metric kind and the null-vs-0 rules.
+
+Recipes (DESIGN "Query semantics"; the store evaluates the per-series part, this module the rest):
+
+- GAUGE: per-series MEAN in each value set (LAST within 5 min in CURRENT), then per ``Scope``:
+  series are combined by the catalog's aggregation; DEPLOYMENT scope averages the copies within one
+  deployment first; REPLICA scope sums within a replica first.
+- COUNTER: per-series INCREASE (resets count, no extrapolation), summed; PER_SECOND / RATIO metrics
+  divide by the value set's seconds (REPLICA scope: per replica, then the aggregation across replicas).
+- HISTOGRAM: INCREASE of every bucket summed per ``le``, quantiles by PromQL ``histogram_quantile``
+  rules (``quantiles.bucket_quantile``), ``avg`` = increase of ``_sum`` / increase of ``_count``.
+- By-label metrics map the stored label to the catalog's label sets (``status_code`` 503 -> ``5xx``).
+- No sample in a value set -> ``null``. For counters and histograms a value set in which a target of the
+  serving deployments was up (``up`` == 1) but no sample of the metric exists reads 0 (counters) or
+  ``null`` quantiles (histograms: no observations). A label set missing while others have data reads 0.
+- A metric with no data in any value set is omitted from the response.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from servemetrics.catalog.model import QUANTILES, Aggregation, Kind, MetricDef, Scope
+from servemetrics.query.plan import Plan
+from servemetrics.query.quantiles import bucket_quantile, parse_le
+from servemetrics.query.windows import CURRENT_LOOKBACK_MS, Mode
+from servemetrics.store.base import Cell, Reducer, Selection, SelectResult, Store
+
+Values = list[float | None]
+UP_METRIC = "up"
+
+_SCOPE_KEYS: dict[Scope, tuple[str, ...]] = {
+    Scope.SERIES: (),
+    Scope.DEPLOYMENT: ("deployment_id",),
+    Scope.REPLICA: ("deployment_id", "replica"),
+}
+
+
+def status_class(code: str) -> str | None:
+    """``"503"`` -> ``"5xx"``; None for codes outside 2xx / 4xx / 5xx or not numeric."""
+    if len(code) == 3 and code.isdigit() and code[0] in "245":
+        return f"{code[0]}xx"
+    return None
+
+
+def _label_value(metric: MetricDef, raw: str) -> str | None:
+    if metric.by_label == "status_code":
+        return status_class(raw)
+    return raw.lower()
+
+
+@dataclass
+class _Context:
+    plan: Plan
+    store: Store
+    _live: list[bool] | None = field(default=None)
+
+    def select(self, name: str, reducer: Reducer, group_by: tuple[str, ...] = ()) -> SelectResult:
+        lookback = CURRENT_LOOKBACK_MS if reducer is Reducer.LAST else Selection.lookback_ms
+        return self.store.select(Selection(
+            name=name, reducer=reducer, value_sets=self.plan.value_sets, group_by=group_by,
+            matchers=(("model_id", self.plan.model_id),), lookback_ms=lookback,
+        ))
+
+    def live(self) -> list[bool]:
+        """Per value set: was any target of the serving deployments up?"""
+        if self._live is None:
+            cells = self.select(UP_METRIC, Reducer.MEAN).get((), [None] * len(self.plan.value_sets))
+            self._live = [c is not None and c.total > 0 for c in cells]
+        return self._live
+
+    def seconds(self, i: int) -> float:
+        vs = self.plan.value_sets[i]
+        end = min(vs.end_ms, self.plan.window.end_ms)
+        return max(end - vs.start_ms, 1) / 1000.0
+
+
+def _combine(values: list[float], counts: list[int], agg: Aggregation) -> float:
+    if agg is Aggregation.SUM:
+        return math.fsum(values)
+    return math.fsum(values) / sum(counts)
+
+
+def _by_label_set(
+    ctx: _Context, metric: MetricDef, res: SelectResult, unit: Callable[[int, Cell], float], pooled: bool,
+) -> list[list[float | None]]:
+    """Reduce a select result to per value set, per label set values.
+
+    ``unit(i, cell)`` turns one group's cell into one unit value (a deployment's or a replica's);
+    ``pooled`` keeps series counts so MEAN aggregates over series rather than over units.
+    """
+    n_scope = len(_SCOPE_KEYS[metric.scope])
+    index = {next(iter(ls.values()), ""): j for j, ls in enumerate(metric.label_sets)}
+    out: list[list[float | None]] = []
+    for i in range(len(ctx.plan.value_sets)):
+        acc: list[tuple[list[float], list[int]]] = [([], []) for _ in metric.label_sets]
+        any_data = False
+        for key, cells in res.items():
+            cell = cells[i]
+            if cell is None:
+                continue
+            j = index.get(_label_value(metric, key[n_scope]) or "?") if metric.by_label else 0
+            any_data = True
+            if j is None:
+                continue
+            acc[j][0].append(unit(i, cell))
+            acc[j][1].append(cell.series if pooled else 1)
+        row: list[float | None] = []
+        for vals, counts in acc:
+            if vals:
+                row.append(_combine(vals, counts, metric.aggregation))
+            else:
+                row.append(0.0 if any_data and metric.by_label else None)
+        out.append(row)
+    return out
+
+
+def _gauge(ctx: _Context, metric: MetricDef) -> list[list[float | None]] | None:
+    reducer = Reducer.LAST if ctx.plan.mode is Mode.CURRENT else Reducer.MEAN
+    group_by = _SCOPE_KEYS[metric.scope] + ((metric.by_label,) if metric.by_label else ())
+    res = ctx.select(metric.name, reducer, group_by)
+    if not res:
+        return None
+    if metric.scope is Scope.DEPLOYMENT:
+        return _by_label_set(ctx, metric, res, lambda i, c: c.total / c.series, pooled=False)
+    if metric.scope is Scope.REPLICA:
+        return _by_label_set(ctx, metric, res, lambda i, c: c.total, pooled=False)
+    return _by_label_set(ctx, metric, res, lambda i, c: c.total, pooled=True)
+
+
+def _counter(ctx: _Context, metric: MetricDef) -> list[list[float | None]] | None:
+    group_by = _SCOPE_KEYS[metric.scope] + ((metric.by_label,) if metric.by_label else ())
+    res = ctx.select(metric.name, Reducer.INCREASE, group_by)
+    if not res:
+        return None
+    if metric.per_second:
+        rows = _by_label_set(ctx, metric, res, lambda i, c: c.total / ctx.seconds(i), pooled=False)
+    else:
+        rows = _by_label_set(ctx, metric, res, lambda i, c: c.total, pooled=False)
+    live = ctx.live()
+    return [
+        [0.0 if v is None and live[i] else v for v in row] for i, row in enumerate(rows)
+    ]
+
+
+def _histogram(ctx: _Context, metric: MetricDef) -> list[list[float | None]] | None:
+    buckets = ctx.select(metric.name + "_bucket", Reducer.INCREASE, ("le",))
+    if not buckets:
+        return None
+    sums = ctx.select(metric.name + "_sum", Reducer.INCREASE).get(())
+    counts = ctx.select(metric.name + "_count", Reducer.INCREASE).get(())
+    bounds_keys = sorted(((parse_le(k[0]), k) for k in buckets), key=lambda b: b[0])
+    bounds = [b for b, _ in bounds_keys]
+    out: list[list[float | None]] = []
+    for i in range(len(ctx.plan.value_sets)):
+        cum = [buckets[k][i] for _, k in bounds_keys]
+        if all(c is None for c in cum):
+            out.append([None] * len(metric.label_sets))
+            continue
+        cum_vals = [0.0 if c is None else c.total for c in cum]
+        row: list[float | None] = [bucket_quantile(float(q), bounds, cum_vals) for q in QUANTILES]
+        s = sums[i] if sums else None
+        n = counts[i] if counts else None
+        total = n.total if n is not None else (cum_vals[-1] if math.isinf(bounds[-1]) else 0.0)
+        row.append(s.total / total if s is not None and total > 0 else None)
+        out.append(row)
+    return out
+
+
+_RECIPES: dict[Kind, Callable[[_Context, MetricDef], list[list[float | None]] | None]] = {
+    Kind.GAUGE: _gauge,
+    Kind.COUNTER: _counter,
+    Kind.HISTOGRAM: _histogram,
+}
+"""Kind -> recipe; a test keeps it complete for every kind in the catalog."""
+
+
+def _finite(v: float | None) -> float | None:
+    return v if v is None or math.isfinite(v) else None
+
+
+def execute(plan: Plan, store: Store) -> dict[str, object]:
+    """Answer ``plan`` from ``store`` as a ``GetModelMetricsResponseV1`` JSON object (a dict)."""
+    ctx = _Context(plan, store)
+    descriptors: list[dict[str, object]] = []
+    columns: list[list[list[float | None]]] = []
+    for metric in plan.metrics:
+        rows = _RECIPES[metric.kind](ctx, metric)
+        if rows is None:
+            continue
+        descriptors.append({
+            "name": metric.name, "unit_hint": metric.unit.value, "kind": metric.kind.value,
+            "label_sets": [dict(ls) for ls in metric.label_sets],
+        })
+        columns.append(rows)
+    value_sets = [
+        {"start_epoch_millis": vs.start_ms, "values": [[_finite(v) for v in col[i]] for col in columns]}
+        for i, vs in enumerate(plan.value_sets)
+    ]
+    return {
+        "start_epoch_millis": plan.window.start_ms,
+        "end_epoch_millis": plan.window.end_ms,
+        "mode": plan.mode.value,
+        "step_seconds": plan.window.step_s,
+        "metric_descriptors": descriptors,
+        "metric_values": value_sets,
+    }

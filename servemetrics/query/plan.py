@@ -1,0 +1,85 @@
+"""``Plan``: a validated metrics request, ready to execute (mode, window, value sets, metrics)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from servemetrics.catalog import CATALOG, DEFAULT_METRICS, MetricDef
+from servemetrics.query.value_sets import Timeline, split_series, whole_window
+from servemetrics.query.windows import Mode, Window, resolve_window
+from servemetrics.store.base import ValueSet
+
+
+class UnknownMetricError(ValueError):
+    """Metric names not in the catalog (the API answers 400 naming them)."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = list(names)
+        super().__init__(
+            "unknown metric name(s): " + ", ".join(self.names)
+            + ". Known names: " + ", ".join(CATALOG)
+        )
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to compute.
+
+    Attributes:
+        model_id: the model whose series are read (a matcher on the ``model_id`` label).
+        mode: CURRENT, SUMMARY or SERIES.
+        window: the resolved window (epoch ms) and SERIES step.
+        value_sets: the value sets, in time order, each with the deployments serving during it.
+        metrics: catalog entries to answer, in the requested order (duplicates removed).
+    """
+
+    model_id: str
+    mode: Mode
+    window: Window
+    value_sets: tuple[ValueSet, ...]
+    metrics: tuple[MetricDef, ...]
+
+
+def resolve_metrics(names: Sequence[str] | None) -> tuple[MetricDef, ...]:
+    """Catalog entries for ``names`` (the default set when None or empty), order kept, duplicates dropped.
+
+    Raises:
+        UnknownMetricError: naming every unknown name.
+    """
+    wanted = [n.strip() for name in (names or ()) for n in name.split(",") if n.strip()]
+    wanted = wanted or list(DEFAULT_METRICS)
+    unknown = [n for n in wanted if n not in CATALOG]
+    if unknown:
+        raise UnknownMetricError(unknown)
+    return tuple(CATALOG[n] for n in dict.fromkeys(wanted))
+
+
+def build_plan(
+    model_id: str,
+    mode: Mode,
+    start_ms: int | None,
+    end_ms: int | None,
+    metric_names: Sequence[str] | None,
+    timeline: Timeline,
+    now_ms: int,
+) -> Plan:
+    """Validate a request and split its window into value sets.
+
+    ``timeline`` is the serving timeline of the environment (or ``[(start, {deployment})]`` for one
+    deployment); see ``value_sets``.
+
+    Raises:
+        WindowError: bad window (400).
+        UnknownMetricError: unknown metric names (400).
+    """
+    metrics = resolve_metrics(metric_names)
+    window = resolve_window(mode, start_ms, end_ms, now_ms)
+    if window.step_s is not None:
+        value_sets = split_series(window.start_ms, window.end_ms, window.step_s, timeline)
+    elif mode is Mode.CURRENT:
+        # the latest sample may carry the timestamp ``now`` itself: include it
+        value_sets = whole_window(window.start_ms, window.end_ms + 1, timeline)
+    else:
+        value_sets = whole_window(window.start_ms, window.end_ms, timeline)
+    return Plan(model_id, mode, window, tuple(value_sets), metrics)

@@ -1,0 +1,80 @@
+"""Query windows: defaults, validation and the SERIES step ladder (DESIGN "Query semantics").
+
+All times are epoch milliseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+HOUR_MS = 3_600_000
+MAX_WINDOW_MS = 7 * 24 * HOUR_MS
+CURRENT_LOOKBACK_MS = 5 * 60 * 1000
+MAX_STEPS = 360
+STEP_LADDER_S: tuple[int, ...] = (30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
+"""SERIES steps in seconds; the smallest giving at most ``MAX_STEPS`` steps is used."""
+
+
+class Mode(str, Enum):
+    """Query mode (spec ``ModelMetricModeV1``)."""
+
+    CURRENT = "CURRENT"
+    SUMMARY = "SUMMARY"
+    SERIES = "SERIES"
+
+
+class WindowError(ValueError):
+    """A window the API must reject with 400; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """A resolved query window ``[start_ms, end_ms)`` and the SERIES step (None in other modes)."""
+
+    start_ms: int
+    end_ms: int
+    step_s: int | None
+
+
+def pick_step(duration_ms: int) -> int:
+    """Return the smallest ladder step (seconds) that gives at most 360 steps over ``duration_ms``.
+
+    1 h -> 30 s, 6 h -> 60 s, 24 h -> 300 s, 7 d -> 1800 s.
+    """
+    for step in STEP_LADDER_S:
+        if -(-duration_ms // (step * 1000)) <= MAX_STEPS:
+            return step
+    return STEP_LADDER_S[-1]
+
+
+def resolve_window(mode: Mode, start_ms: int | None, end_ms: int | None, now_ms: int) -> Window:
+    """Apply defaults and validate a request window.
+
+    - CURRENT: start and end must be omitted; the window is ``[now - 5 min, now]``.
+    - Otherwise ``end`` defaults to ``now``, ``start`` to ``end - 1 h``; ``start < end`` and
+      ``end - start <= 7 days`` are required.
+
+    Raises:
+        WindowError: with a message naming the bad parameter and how to fix it.
+    """
+    if mode is Mode.CURRENT:
+        if start_ms is not None or end_ms is not None:
+            raise WindowError(
+                "mode CURRENT takes no start_epoch_millis or end_epoch_millis: omit them, "
+                "or use mode SUMMARY or SERIES for a time range"
+            )
+        return Window(now_ms - CURRENT_LOOKBACK_MS, now_ms, None)
+    end = now_ms if end_ms is None else end_ms
+    start = end - HOUR_MS if start_ms is None else start_ms
+    if start >= end:
+        raise WindowError(
+            f"start_epoch_millis ({start}) must be earlier than end_epoch_millis ({end})"
+        )
+    if end - start > MAX_WINDOW_MS:
+        raise WindowError(
+            f"the window is {(end - start) / HOUR_MS:.1f} h long; it must not exceed 7 days "
+            f"({MAX_WINDOW_MS} ms): move start_epoch_millis later or end_epoch_millis earlier"
+        )
+    step = pick_step(end - start) if mode is Mode.SERIES else None
+    return Window(start, end, step)
