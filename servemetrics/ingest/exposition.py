@@ -1,0 +1,167 @@
+"""Parse one ``/metrics`` scrape (Prometheus text 0.0.4 or OpenMetrics) into ``Sample`` rows.
+
+Parsing is done by ``prometheus_client``'s own parsers; this module only picks the parser, counts lines
+so that errors can name one, and turns the library's families into ``Sample`` rows with our rules:
+
+- sample names are kept as exposed (``x_total``, ``x_bucket``, ``x_sum``, ``x_count``);
+- ``*_created`` samples, NaN values and native-histogram samples are dropped;
+- every ``le`` is written the way Prometheus formats floats, so ``"1"``/``"1.0"`` are one bucket and
+  ``"+inf"`` is ``"+Inf"``;
+- timestamps become int milliseconds (text format: ms on the wire, OpenMetrics: seconds); a sample
+  without one gets the scrape time;
+- the same series twice at the same time: the first wins, later copies are counted as duplicates.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client.openmetrics import parser as _om_parser
+from prometheus_client import parser as _text_parser
+from prometheus_client.samples import Timestamp
+from prometheus_client.utils import floatToGoString
+
+from servemetrics.ingest.samples import Sample
+
+OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text"
+_INF_LE = re.compile(r'([{,]\s*le\s*=\s*")[+]?[iI][nN][fF](")')
+_PARSE_ERRORS = (ValueError, IndexError, KeyError, TypeError, AttributeError)
+
+
+class ExpositionError(ValueError):
+    """A scrape body that the library parser rejects; the message names the (1-based) line."""
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """The samples of one scrape, in exposition order, and how many duplicate samples were dropped."""
+
+    samples: list[Sample]
+    duplicates: int
+
+
+def is_openmetrics(text: str, content_type: str | None) -> bool:
+    """True when the content type says OpenMetrics or the body ends with ``# EOF``."""
+    if content_type and content_type.split(";")[0].strip().lower() == OPENMETRICS_CONTENT_TYPE:
+        return True
+    return text.rstrip().endswith("# EOF")
+
+
+def normalise_le(le: str) -> str:
+    """Format a bucket bound as Prometheus does: ``"1"`` -> ``"1.0"``, ``"+inf"`` -> ``"+Inf"``.
+
+    Raises ``ValueError`` when ``le`` is not a number.
+    """
+    cached = _LE_CACHE.get(le)
+    if cached is None:
+        cached = floatToGoString(float(le))
+        if len(_LE_CACHE) < 10_000:
+            _LE_CACHE[le] = cached
+    return cached
+
+
+_LE_CACHE: dict[str, str] = {}
+
+
+def timestamp_ms(ts: float | Timestamp | None, default_ms: int, *, seconds: bool = True) -> int:
+    """Convert a library timestamp (seconds as float or ``Timestamp``) to int epoch milliseconds."""
+    if ts is None:
+        return default_ms
+    if isinstance(ts, Timestamp):
+        return ts.sec * 1000 + ts.nsec // 1_000_000
+    return round(ts * 1000)
+
+
+class _CountingLines:
+    """Iterate the lines of a text for the library parser, remembering the current line number and
+    which names a text-format ``# TYPE`` line declared as counters."""
+
+    def __init__(self, text: str) -> None:
+        self._lines = io.StringIO(text)
+        self.number = 0
+        self.counter_names: set[str] = set()
+
+    def __iter__(self) -> Iterator[str]:
+        for line in self._lines:
+            self.number += 1
+            if line.startswith("# TYPE ") and line.rstrip().endswith(" counter"):
+                parts = line.split()
+                if len(parts) == 4:
+                    self.counter_names.add(parts[2])
+            yield line
+
+
+def _decode(body: bytes | str) -> str:
+    if isinstance(body, str):
+        return body
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ExpositionError(f"body is not UTF-8 (byte {exc.start}): {exc.reason}") from exc
+
+
+def parse_exposition(body: bytes | str, content_type: str | None, scrape_ts_ms: int) -> ParseResult:
+    """Parse one scrape into samples with the library parser matching ``content_type``.
+
+    Args:
+        body: the HTTP response body.
+        content_type: the response's Content-Type (``None`` when unknown).
+        scrape_ts_ms: epoch ms given to samples that carry no timestamp.
+
+    Raises:
+        ExpositionError: any malformed line fails the whole scrape (no partial result); the
+            message starts with ``line N:``.
+    """
+    text = _decode(body)
+    openmetrics = is_openmetrics(text, content_type)
+    if openmetrics and "nf\"" in text:
+        text = _INF_LE.sub(r"\1+Inf\2", text)
+    lines = _CountingLines(text)
+    parse = _om_parser.text_fd_to_metric_families if openmetrics else _text_parser.text_fd_to_metric_families
+    try:
+        families = list(parse(lines))  # type: ignore[arg-type]
+    except _PARSE_ERRORS as exc:
+        fmt = "OpenMetrics" if openmetrics else "Prometheus text"
+        raise ExpositionError(f"line {lines.number}: invalid {fmt} exposition: {exc}") from exc
+    renamed = set() if openmetrics else lines.counter_names
+    return collect_samples(families, scrape_ts_ms, renamed_counters=renamed)
+
+
+def _exposed_name(sample_name: str, family_name: str, family_type: str, renamed: set[str]) -> str:
+    # The text parser appends ``_total`` to counters declared without it; undo that.
+    if family_type == "counter" and family_name in renamed and sample_name == family_name + "_total":
+        return family_name
+    return sample_name
+
+
+def collect_samples(
+    families: Iterable[object], default_ts_ms: int, *, renamed_counters: set[str] | frozenset[str] = frozenset()
+) -> ParseResult:
+    """Turn library ``Metric`` families into ``Sample`` rows with this module's rules (see the module
+    docstring). ``renamed_counters`` names text-format counters declared without ``_total``."""
+    out: list[Sample] = []
+    seen: set[tuple[str, tuple[tuple[str, str], ...], int]] = set()
+    duplicates = 0
+    for fam in families:
+        fname, ftype = fam.name, fam.type  # type: ignore[attr-defined]
+        for s in fam.samples:  # type: ignore[attr-defined]
+            name = _exposed_name(s.name, fname, ftype, renamed_counters)
+            if name.endswith("_created") or s.native_histogram is not None:
+                continue
+            value = float(s.value)
+            if math.isnan(value):
+                continue
+            labels = s.labels
+            if "le" in labels:
+                labels = {**labels, "le": normalise_le(labels["le"])}
+            key = (name, tuple(sorted(labels.items())), timestamp_ms(s.timestamp, default_ts_ms))
+            if key in seen:
+                duplicates += 1
+                continue
+            seen.add(key)
+            out.append(Sample(key[0], key[1], value, key[2]))
+    return ParseResult(out, duplicates)
