@@ -1,0 +1,90 @@
+"""Source adapters: map exporter series to canonical series at ingest (DESIGN "one direction").
+
+``ADAPTERS`` is the table (source -> rules, see ``rules.Rule``); ``adapt`` applies it to one scrape
+(or one backfill batch). Samples no rule maps are dropped, except engine metrics (``vllm:``,
+``sglang:``), which are kept under their own names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from servemetrics.ingest.adapters import cadvisor, dcgm, engines, knative, kube_state, passthrough, process
+from servemetrics.ingest.adapters.rules import LabelMatch, Rule
+from servemetrics.ingest.samples import Sample
+
+__all__ = ["ADAPTERS", "TARGET_LABELS", "LabelMatch", "Rule", "adapt", "rules_for"]
+
+ADAPTERS: dict[str, tuple[Rule, ...]] = {
+    "passthrough": passthrough.RULES,
+    "dcgm": dcgm.RULES,
+    "cadvisor": cadvisor.RULES,
+    "kube_state": kube_state.RULES,
+    "process": process.RULES,
+    "knative": knative.RULES,
+    "engines": engines.RULES,
+}
+"""Source adapter name -> its rules. Engine samples without a rule are kept as they are."""
+
+TARGET_LABELS: tuple[str, ...] = (
+    "model_id", "model_name", "deployment_id", "replica", "environment", "rollout_phase",
+)
+"""Labels ``adapt`` attaches from the registry (they override same-named source labels)."""
+
+
+def _index() -> dict[str, tuple[Rule, ...]]:
+    index: dict[str, list[Rule]] = {}
+    for rules in ADAPTERS.values():
+        for rule in rules:
+            index.setdefault(rule.match, []).append(rule)
+    return {name: tuple(rules) for name, rules in index.items()}
+
+
+_INDEX = _index()
+_ENGINE_RULES: dict[str, tuple[Rule, ...]] = {}
+
+
+def rules_for(name: str) -> tuple[Rule, ...]:
+    """The rules that apply to a source sample name (empty: the sample is dropped)."""
+    rules = _INDEX.get(name)
+    if rules is not None:
+        return rules
+    rules = _ENGINE_RULES.get(name)
+    if rules is None:
+        rule = engines.passthrough_rule(name)
+        rules = (rule,) if rule is not None else ()
+        if len(_ENGINE_RULES) < 100_000:
+            _ENGINE_RULES[name] = rules
+    return rules
+
+
+def adapt(samples: Iterable[Sample], target_labels: Mapping[str, str]) -> list[Sample]:
+    """Map source samples to canonical samples and attach ``target_labels``.
+
+    When two rules produce the same canonical series at the same timestamp (DCGM DEV vs PROF
+    utilisation, an engine's old and new name), the rule with the higher priority wins, never a
+    sum; at equal priority the first sample wins. Output order follows the input order.
+    """
+    extra = {k: v for k, v in target_labels.items() if v}
+    out: list[Sample] = []
+    best: dict[tuple[str, tuple[tuple[str, str], ...], int], tuple[int, int]] = {}
+    for s in samples:
+        rules = rules_for(s.name)
+        if not rules:
+            continue
+        source_labels = dict(s.labels)
+        for rule in rules:
+            if not rule.applies(source_labels):
+                continue
+            labels = rule.map_labels(source_labels)
+            labels.update(extra)
+            key = (rule.target, tuple(sorted(labels.items())), s.ts_ms)
+            value = s.value / rule.divisor if rule.divisor != 1.0 else s.value
+            prev = best.get(key)
+            if prev is None:
+                best[key] = (rule.priority, len(out))
+                out.append(Sample(key[0], key[1], value, s.ts_ms))
+            elif rule.priority > prev[0]:
+                best[key] = (rule.priority, prev[1])
+                out[prev[1]] = Sample(key[0], key[1], value, s.ts_ms)
+    return out

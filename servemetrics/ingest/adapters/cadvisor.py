@@ -1,0 +1,36 @@
+"""Container CPU and working set from cAdvisor (``exporters.md`` §5.1, §5.2).
+
+Three shapes of the same two metrics, each with its own ``source`` so they never share a series:
+
+- ``cadvisor``: the kubelet's ``/metrics/cadvisor`` (has ``id``); the pod cgroup row (``container=""``),
+  the pause sandbox (``container=""`` with a pause image, or ``container="POD"``) are skipped.
+- ``kubelet_resource``: the kubelet's ``/metrics/resource`` (no ``id``), same skipping.
+- ``cadvisor``: standalone cAdvisor (no ``pod``, container name in ``name``).
+
+Per-CPU rows (``cpu="cpu00"``...) are skipped; only the total (``cpu="total"`` or no ``cpu``) is kept.
+"""
+
+from __future__ import annotations
+
+from servemetrics.ingest.adapters.rules import NOT_EMPTY, LabelMatch, Rule
+
+_APP_CONTAINER = LabelMatch("container", "|POD", negate=True)
+_TOTAL_CPU = LabelMatch("cpu", "|total")
+_KUBELET = (_APP_CONTAINER, LabelMatch("id", NOT_EMPTY))
+_RESOURCE = (_APP_CONTAINER, LabelMatch("id", ""))
+_STANDALONE = (LabelMatch("container", ""), LabelMatch("pod", ""), LabelMatch("name", NOT_EMPTY))
+_CPU = "container_cpu_usage_seconds_total"
+_MEM = "container_memory_working_set_bytes"
+_CPU_T = "baseten_container_cpu_usage_seconds_total"
+_MEM_T = "baseten_container_cpu_memory_working_set_bytes"
+_KEEP = {"container": "container"}
+_NAME = {"name": "container"}
+
+RULES: tuple[Rule, ...] = (
+    Rule(_CPU, _CPU_T, "cadvisor", _KEEP, (*_KUBELET, _TOTAL_CPU)),
+    Rule(_MEM, _MEM_T, "cadvisor", _KEEP, _KUBELET),
+    Rule(_CPU, _CPU_T, "kubelet_resource", _KEEP, (*_RESOURCE, _TOTAL_CPU)),
+    Rule(_MEM, _MEM_T, "kubelet_resource", _KEEP, _RESOURCE),
+    Rule(_CPU, _CPU_T, "cadvisor", _NAME, (*_STANDALONE, _TOTAL_CPU)),
+    Rule(_MEM, _MEM_T, "cadvisor", _NAME, _STANDALONE),
+)

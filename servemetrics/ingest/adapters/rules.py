@@ -1,0 +1,90 @@
+"""The data shape of a source adapter: ``Rule`` rows, one per source sample name.
+
+A rule is declarative so that a later issue can compile it to a PromQL recording rule::
+
+    <target>{<kept labels, renamed>, source="<source>"} = <match>{<where matchers>} / <divisor>
+
+Missing labels count as ``""`` in matchers, as in PromQL.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from prometheus_client.utils import floatToGoString
+
+
+@dataclass(frozen=True)
+class LabelMatch:
+    """A PromQL-style matcher: label ``name`` fully matches regex ``pattern`` (``=~``), or does not
+    (``!~``) when ``negate``. An absent label is ``""``."""
+
+    name: str
+    pattern: str
+    negate: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_re", re.compile(self.pattern))
+
+    def ok(self, labels: dict[str, str]) -> bool:
+        """True when ``labels`` satisfy this matcher."""
+        hit = self._re.fullmatch(labels.get(self.name, "")) is not None  # type: ignore[attr-defined]
+        return hit != self.negate
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Map one source sample name to one canonical sample name.
+
+    Attributes:
+        match: the source sample name as exposed (``x_total``, ``x_bucket``...).
+        target: the canonical sample name it is stored under.
+        source: value of the added ``source`` label; ``""`` adds none (passthrough).
+        labels: source label -> canonical label to keep; ``None`` keeps every label as is.
+        where: matchers that must all hold, else the rule does not apply.
+        divisor: value transform ``value / divisor`` (100: percent -> ratio, 1000: ms -> s).
+        le_divisor: the same for the ``le`` bucket bound (ms buckets -> s buckets).
+        priority: when two rules produce the same series at the same time, the higher wins
+            (equal: the first sample seen wins).
+    """
+
+    match: str
+    target: str
+    source: str = ""
+    labels: dict[str, str] | None = field(default_factory=dict)
+    where: tuple[LabelMatch, ...] = ()
+    divisor: float = 1.0
+    le_divisor: float = 1.0
+    priority: int = 0
+
+    def applies(self, labels: dict[str, str]) -> bool:
+        """True when every ``where`` matcher holds for ``labels``."""
+        return all(m.ok(labels) for m in self.where)
+
+    def map_labels(self, labels: dict[str, str]) -> dict[str, str]:
+        """The canonical labels of a source series (empty values dropped, ``le`` rescaled)."""
+        if self.labels is None:
+            out = dict(labels)
+        else:
+            out = {dst: labels[src] for src, dst in self.labels.items() if labels.get(src)}
+        if "le" in out and self.le_divisor != 1.0 and out["le"] != "+Inf":
+            out["le"] = floatToGoString(float(out["le"]) / self.le_divisor)
+        if self.source:
+            out["source"] = self.source
+        return out
+
+
+def histogram(match: str, target: str, source: str, labels: dict[str, str], *,
+              divisor: float = 1.0, where: tuple[LabelMatch, ...] = (), priority: int = 0) -> tuple[Rule, ...]:
+    """The three rules of a histogram: ``_bucket`` (le rescaled by ``divisor``), ``_sum`` (value
+    divided by ``divisor``) and ``_count``."""
+    with_le = {**labels, "le": "le"}
+    return (
+        Rule(f"{match}_bucket", f"{target}_bucket", source, with_le, where, le_divisor=divisor, priority=priority),
+        Rule(f"{match}_sum", f"{target}_sum", source, labels, where, divisor=divisor, priority=priority),
+        Rule(f"{match}_count", f"{target}_count", source, labels, where, priority=priority),
+    )
+
+
+NOT_EMPTY = ".+"
