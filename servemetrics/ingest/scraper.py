@@ -1,0 +1,151 @@
+"""Scrape ``/metrics`` targets on an interval and hand canonical samples to the store.
+
+Prometheus scrape semantics where they matter: each target is scraped every ``interval_s`` at a fixed
+offset derived from a hash of its URL (spreads load; "jitter"), with a timeout; a failed scrape (HTTP
+error, timeout, malformed exposition) stores nothing but ``up`` = 0 (regression case C7), a good one
+stores its samples and ``up`` = 1. Labels from the registry (``model_id``, ``deployment_id``,
+``replica`` ...) are attached by the adapters.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import anyio
+import httpx
+
+from servemetrics.ingest.adapters import adapt
+from servemetrics.ingest.exposition import ExpositionError, parse_exposition
+from servemetrics.ingest.samples import Sample, SampleBatch
+from servemetrics.selfmetrics import SelfMetrics
+from servemetrics.types import labels_of
+
+log = logging.getLogger(__name__)
+
+ACCEPT = "text/plain;version=0.0.4;q=1.0,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1"
+"""Prefer the text format: prometheus_client's OpenMetrics writer mangles ``vllm:`` names."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A ``/metrics`` URL and the registry labels attached to its samples."""
+
+    url: str
+    labels: tuple[tuple[str, str], ...]
+
+    @property
+    def label_dict(self) -> dict[str, str]:
+        """The labels as a dict."""
+        return dict(self.labels)
+
+
+@dataclass
+class ScrapeResult:
+    """Outcome of one scrape: ``up``, samples stored, duplicates dropped, and the error if any."""
+
+    up: bool
+    stored: int = 0
+    duplicates: int = 0
+    error: str | None = None
+    samples: list[Sample] = field(default_factory=list)
+
+
+def offset_s(url: str, interval_s: float) -> float:
+    """A stable offset in ``[0, interval_s)`` for a target (hash of its URL)."""
+    digest = hashlib.sha256(url.encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64 * interval_s
+
+
+class Scraper:
+    """Scrapes targets and appends to a store through ``append`` (a blocking callable run in a thread).
+
+    Args:
+        client: the HTTP client (``httpx.AsyncClient``; tests may pass one with a mock transport).
+        append: ``SampleBatch -> samples stored``; called from a worker thread.
+        interval_s: seconds between scrapes of one target (default 15).
+        timeout_s: per-scrape timeout in seconds (default 10; capped at the interval).
+        metrics: the service's own metrics, or None.
+    """
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        append: Callable[[SampleBatch], int],
+        interval_s: float = 15.0,
+        timeout_s: float = 10.0,
+        metrics: SelfMetrics | None = None,
+    ) -> None:
+        self._client = client
+        self._append = append
+        self.interval_s = interval_s
+        self.timeout_s = min(timeout_s, interval_s)
+        self._metrics = metrics
+        self._tasks: dict[Target, asyncio.Task[None]] = {}
+        self.last: dict[str, ScrapeResult] = {}
+
+    async def scrape_once(self, target: Target, now_ms: int | None = None) -> ScrapeResult:
+        """Scrape ``target`` once and store the result; never raises for a bad target."""
+        ts = int(time.time() * 1000) if now_ms is None else now_ms
+        started = time.perf_counter()
+        result = await self._fetch_and_parse(target, ts)
+        up = Sample("up", labels_of({**target.label_dict, "instance": target.url}), 1.0 if result.up else 0.0, ts)
+        batch = SampleBatch.from_samples([*result.samples, up])
+        result.stored = await anyio.to_thread.run_sync(self._append, batch)
+        self._observe(target, result, time.perf_counter() - started)
+        self.last[target.url] = result
+        return result
+
+    async def _fetch_and_parse(self, target: Target, ts: int) -> ScrapeResult:
+        try:
+            resp = await self._client.get(target.url, headers={"Accept": ACCEPT}, timeout=self.timeout_s)
+            resp.raise_for_status()
+            parsed = parse_exposition(resp.content, resp.headers.get("content-type"), ts)
+            samples = adapt(parsed.samples, target.label_dict)
+        except (httpx.HTTPError, ExpositionError) as exc:
+            message = f"scrape of {target.url} failed: {exc}"
+            log.warning(message)
+            return ScrapeResult(up=False, error=message)
+        return ScrapeResult(up=True, duplicates=parsed.duplicates, samples=samples)
+
+    def _observe(self, target: Target, result: ScrapeResult, seconds: float) -> None:
+        if self._metrics is None:
+            return
+        m = self._metrics
+        m.scrape_duration.labels(target.label_dict.get("deployment_id", "")).observe(seconds)
+        m.scrapes.labels("ok" if result.up else "error").inc()
+        if result.duplicates:
+            m.scrape_duplicates.labels(target.url).inc(result.duplicates)
+        m.samples_appended.labels("scrape").inc(result.stored)
+
+    async def _loop(self, target: Target) -> None:
+        await asyncio.sleep(offset_s(target.url, self.interval_s))
+        while True:
+            started = time.monotonic()
+            try:
+                await self.scrape_once(target)
+            except Exception:  # a store failure must not kill the loop; it is logged and retried
+                log.exception("storing the scrape of %s failed", target.url)
+            await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
+
+    def set_targets(self, targets: Sequence[Target]) -> None:
+        """Start loops for new targets and stop loops of removed ones (call inside the event loop)."""
+        wanted = set(targets)
+        for gone in set(self._tasks) - wanted:
+            self._tasks.pop(gone).cancel()
+        for new in wanted - set(self._tasks):
+            self._tasks[new] = asyncio.get_running_loop().create_task(self._loop(new))
+        if self._metrics is not None:
+            self._metrics.targets.set(len(self._tasks))
+
+    async def stop(self) -> None:
+        """Cancel every scrape loop and wait for them to end."""
+        tasks = list(self._tasks.values())
+        self._tasks.clear()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)

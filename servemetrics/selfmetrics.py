@@ -1,0 +1,45 @@
+"""The service's own metrics (exposed at ``/metrics`` with ``prometheus_client``).
+
+One ``SelfMetrics`` per service instance, each with its own ``CollectorRegistry`` (no global state, so
+several apps can live in one process, as tests do).
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+
+class SelfMetrics:
+    """Counters and histograms about scraping, ingest and queries.
+
+    Attributes:
+        registry: the ``CollectorRegistry`` to expose.
+        scrape_duration: histogram of scrape durations in seconds, by ``deployment_id``.
+        scrapes: counter of scrapes by ``result`` (``ok`` / ``error``).
+        scrape_duplicates: counter of duplicate samples dropped within one scrape, by ``target``.
+        samples_appended: counter of samples newly stored, by ``path`` (scrape / remote_write / import).
+        query_latency: histogram of metrics-query latency in seconds, by ``mode``.
+        targets: gauge of configured scrape targets.
+    """
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.scrape_duration = Histogram(
+            "servemetrics_scrape_duration_seconds", "Duration of one scrape (request, parse, adapt, store).",
+            ["deployment_id"], registry=r,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )
+        self.scrapes = Counter("servemetrics_scrapes", "Scrapes by result.", ["result"], registry=r)
+        self.scrape_duplicates = Counter(
+            "servemetrics_scrape_duplicate_samples", "Samples dropped as duplicates within one scrape.",
+            ["target"], registry=r,
+        )
+        self.samples_appended = Counter(
+            "servemetrics_samples_appended", "Samples newly stored, by ingest path.", ["path"], registry=r,
+        )
+        self.query_latency = Histogram(
+            "servemetrics_query_duration_seconds", "Latency of metrics queries.", ["mode"], registry=r,
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
+        )
+        self.targets = Gauge("servemetrics_scrape_targets", "Configured scrape targets.", registry=r)
