@@ -1,0 +1,92 @@
+"""Prometheus remote_write 1.0: snappy (block format) + protobuf ``prometheus.WriteRequest``.
+
+The protobuf classes are built at import time from a ``FileDescriptorProto`` (no protoc step, no
+generated files). Only the fields we use are declared (``timeseries.labels``, ``timeseries.samples``);
+others (metadata, exemplars, native histograms) are skipped by the protobuf parser.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from itertools import groupby
+
+import cramjam
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError
+
+from servemetrics.ingest.samples import Sample
+
+__all__ = ["RemoteWriteError", "WriteRequest", "decode_write_request", "encode_write_request"]
+
+_F = descriptor_pb2.FieldDescriptorProto
+
+
+class RemoteWriteError(ValueError):
+    """A remote_write body that is not snappy-compressed ``prometheus.WriteRequest`` protobuf."""
+
+
+def _message(file: descriptor_pb2.FileDescriptorProto, name: str,
+             fields: tuple[tuple[str, int, int, int, str], ...]) -> None:
+    msg = file.message_type.add(name=name)
+    for field_name, number, ftype, label, type_name in fields:
+        f = msg.field.add(name=field_name, number=number, type=ftype, label=label)
+        if type_name:
+            f.type_name = type_name
+
+
+def _build_write_request() -> type:
+    file = descriptor_pb2.FileDescriptorProto(name="servemetrics/remote.proto", package="prometheus",
+                                              syntax="proto3")
+    opt, rep = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
+    _message(file, "Label", (("name", 1, _F.TYPE_STRING, opt, ""), ("value", 2, _F.TYPE_STRING, opt, "")))
+    _message(file, "Sample", (("value", 1, _F.TYPE_DOUBLE, opt, ""), ("timestamp", 2, _F.TYPE_INT64, opt, "")))
+    _message(file, "TimeSeries", (("labels", 1, _F.TYPE_MESSAGE, rep, ".prometheus.Label"),
+                                  ("samples", 2, _F.TYPE_MESSAGE, rep, ".prometheus.Sample")))
+    _message(file, "WriteRequest", (("timeseries", 1, _F.TYPE_MESSAGE, rep, ".prometheus.TimeSeries"),))
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(file)
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName("prometheus.WriteRequest"))
+
+
+WriteRequest = _build_write_request()
+"""The runtime-built ``prometheus.WriteRequest`` protobuf message class."""
+
+
+def decode_write_request(body: bytes) -> list[Sample]:
+    """Decode a remote_write 1.0 body into samples (``__name__`` becomes ``Sample.name``).
+
+    Raises:
+        RemoteWriteError: bad snappy data, bad protobuf, or a series without ``__name__``.
+    """
+    try:
+        raw = bytes(cramjam.snappy.decompress_raw(body))
+    except Exception as exc:  # cramjam raises its own DecompressionError
+        raise RemoteWriteError(f"body is not snappy block-compressed: {exc}") from exc
+    request = WriteRequest()
+    try:
+        request.ParseFromString(raw)
+    except DecodeError as exc:
+        raise RemoteWriteError(f"body is not a prometheus.WriteRequest protobuf: {exc}") from exc
+    out: list[Sample] = []
+    for i, series in enumerate(request.timeseries):
+        labels = {lb.name: lb.value for lb in series.labels}
+        name = labels.pop("__name__", "")
+        if not name:
+            raise RemoteWriteError(f"time series {i} has no __name__ label")
+        key = tuple(sorted(labels.items()))
+        out.extend(Sample(name, key, s.value, s.timestamp) for s in series.samples if not math.isnan(s.value))
+    return out
+
+
+def encode_write_request(samples: Iterable[Sample]) -> bytes:
+    """Encode samples as a snappy-compressed remote_write 1.0 body, one time series per series
+    (consecutive samples of the same series share one ``TimeSeries``)."""
+    request = WriteRequest()
+    for (name, labels), group in groupby(samples, key=lambda s: (s.name, s.labels)):
+        series = request.timeseries.add()
+        for k, v in sorted((("__name__", name), *labels)):
+            series.labels.add(name=k, value=v)
+        for s in group:
+            series.samples.add(value=s.value, timestamp=s.ts_ms)
+    return bytes(cramjam.snappy.compress_raw(request.SerializeToString()))
