@@ -1,0 +1,248 @@
+"""Deployments, their autoscaling settings and instance types, replicas and scrape targets."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Connection, Row, func, insert, select, update
+
+from servemetrics.registry import tables as t
+from servemetrics.registry._base import RegistryBase
+from servemetrics.registry.records import (
+    AUTOSCALING_RANGES,
+    AutoscalingSettings,
+    Conflict,
+    DeploymentInfo,
+    InvalidValue,
+    NotFound,
+    ReplicaInfo,
+)
+
+_AUTOSCALING_FIELDS = tuple(AUTOSCALING_RANGES)
+
+
+def instance_type_name(gpu_type: str | None, gpu_count: int) -> str:
+    """The default instance type name: ``<count>x<gpu>`` (``1xH100``) or ``CPU``."""
+    return f"{gpu_count}x{gpu_type}" if gpu_type and gpu_count else "CPU"
+
+
+def check_autoscaling(values: Mapping[str, Any]) -> dict[str, int]:
+    """Validate autoscaling fields; return them as ints. Raises InvalidValue naming the bad field."""
+    out: dict[str, int] = {}
+    for name, value in values.items():
+        if name not in AUTOSCALING_RANGES:
+            raise InvalidValue(f"unknown autoscaling setting {name!r}; use {', '.join(_AUTOSCALING_FIELDS)}")
+        low, high = AUTOSCALING_RANGES[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < low or (high and value > high):
+            bound = f"{low}..{high}" if high else f">= {low}"
+            raise InvalidValue(f"autoscaling setting {name} must be an integer {bound}, not {value!r}")
+        out[name] = value
+    return out
+
+
+def _deployment_info(r: Row, active_replicas: int) -> DeploymentInfo:
+    autoscaling = AutoscalingSettings(**{f: getattr(r, f) for f in _AUTOSCALING_FIELDS})
+    return DeploymentInfo(r.id, r.model_id, r.name, r.created_at_ms, r.status, r.instance_type_name,
+                          r.gpu_type, r.gpu_count, autoscaling, r.request_backpressure_policy,
+                          dict(r.labels or {}), active_replicas)  # fmt: skip
+
+
+def _replica_info(r: Row, deployment_id: str) -> ReplicaInfo:
+    return ReplicaInfo(r.name, deployment_id, r.status, r.created_at_ms, r.terminated_at_ms)
+
+
+class DeploymentsMixin(RegistryBase):
+    """Deployments, autoscaling, instance types, replicas and targets."""
+
+    def create_deployment(
+        self, model_id: str, deployment_id: str, name: str, *, gpu_type: str | None = None,
+        gpu_count: int = 0, instance_type: str | None = None, status: str = "ACTIVE",
+        environment: str | None = None, at_ms: int | None = None,
+    ) -> DeploymentInfo:  # fmt: skip
+        """Create a deployment and record DEPLOYED (details: name, instance type, target environment)."""
+        if status not in t.DEPLOYMENT_STATUSES:
+            raise InvalidValue(f"unknown deployment status {status!r}; use {', '.join(t.DEPLOYMENT_STATUSES)}")
+        at = self._at(at_ms)
+        itype = instance_type or instance_type_name(gpu_type, gpu_count)
+        with self.engine.begin() as conn:
+            self._model_exists(conn, model_id)
+            if conn.execute(select(t.deployments.c.id).where(t.deployments.c.id == deployment_id)).first():
+                raise Conflict(f"deployment {deployment_id!r} already exists")
+            conn.execute(insert(t.deployments).values(
+                id=deployment_id, model_id=model_id, name=name, created_at_ms=at, status=status,
+                instance_type_name=itype, gpu_type=gpu_type, gpu_count=gpu_count))  # fmt: skip
+            details = {"name": name, "instance_type_name": itype, "environment": environment}
+            self._event(conn, model_id, "DEPLOYED", at, deployment_id=deployment_id,
+                        environment=environment, details=details)  # fmt: skip
+        return self._must_deployment(model_id, deployment_id)
+
+    def deployment(self, model_id: str, deployment_id: str) -> DeploymentInfo | None:
+        """Deployment ``deployment_id`` of ``model_id``; None if missing or of another model."""
+        with self.engine.connect() as conn:
+            return self._deployment(conn, model_id, deployment_id)
+
+    def _deployment(self, conn: Connection, model_id: str, deployment_id: str) -> DeploymentInfo | None:
+        d = t.deployments
+        row = conn.execute(select(d).where(d.c.id == deployment_id, d.c.model_id == model_id)).first()
+        if row is None:
+            return None
+        return _deployment_info(row, self._active_replicas(conn, deployment_id))
+
+    def _must_deployment(self, model_id: str, deployment_id: str, conn: Connection | None = None) -> DeploymentInfo:
+        found = self._deployment(conn, model_id, deployment_id) if conn else self.deployment(model_id, deployment_id)
+        if found is None:
+            raise NotFound(f"model {model_id!r} has no deployment {deployment_id!r}")
+        return found
+
+    @staticmethod
+    def _active_replicas(conn: Connection, deployment_id: str) -> int:
+        r = t.replicas
+        query = select(func.count()).where(r.c.deployment_id == deployment_id, r.c.status == "ACTIVE")
+        return int(conn.execute(query).scalar_one())
+
+    def list_deployments(self, model_id: str, name: str | None = None) -> list[DeploymentInfo]:
+        """Deployments of ``model_id`` (optionally only those named ``name``), oldest first."""
+        d = t.deployments
+        query = select(d).where(d.c.model_id == model_id)
+        if name is not None:
+            query = query.where(d.c.name == name)
+        with self.engine.connect() as conn:
+            rows = conn.execute(query.order_by(d.c.created_at_ms, d.c.id)).all()
+            return [_deployment_info(r, self._active_replicas(conn, r.id)) for r in rows]
+
+    def _set_status(self, model_id: str, deployment_id: str, status: str, kind: str, at_ms: int | None) -> bool:
+        with self.engine.begin() as conn:
+            before = self._must_deployment(model_id, deployment_id, conn)
+            if before.status == status:
+                return False
+            conn.execute(update(t.deployments).where(t.deployments.c.id == deployment_id).values(status=status))
+            self._event(conn, model_id, kind, self._at(at_ms), deployment_id=deployment_id,
+                        details={"old_status": before.status, "new_status": status})  # fmt: skip
+            return True
+
+    def activate_deployment(self, model_id: str, deployment_id: str, at_ms: int | None = None) -> bool:
+        """Set status ACTIVE and record ACTIVATED; False (nothing recorded) if already ACTIVE."""
+        return self._set_status(model_id, deployment_id, "ACTIVE", "ACTIVATED", at_ms)
+
+    def deactivate_deployment(self, model_id: str, deployment_id: str, at_ms: int | None = None) -> bool:
+        """Set status INACTIVE and record DEACTIVATED; False if already INACTIVE."""
+        return self._set_status(model_id, deployment_id, "INACTIVE", "DEACTIVATED", at_ms)
+
+    def update_autoscaling(
+        self, model_id: str, deployment_id: str, changes: Mapping[str, Any], at_ms: int | None = None
+    ) -> str:
+        """Apply the given fields; record AUTOSCALING_CHANGED ``{old, new}``. Returns ACCEPTED or UNCHANGED.
+
+        Raises InvalidValue for an unknown field, a value out of range or ``min_replica > max_replica``.
+        """
+        values = check_autoscaling(changes)
+        with self.engine.begin() as conn:
+            old = self._must_deployment(model_id, deployment_id, conn).autoscaling.as_dict()
+            new = {**old, **values}
+            if new["min_replica"] > new["max_replica"]:
+                raise InvalidValue(f"min_replica ({new['min_replica']}) must not exceed max_replica "
+                                   f"({new['max_replica']})")  # fmt: skip
+            if new == old:
+                return "UNCHANGED"
+            conn.execute(update(t.deployments).where(t.deployments.c.id == deployment_id).values(**values))
+            self._event(conn, model_id, "AUTOSCALING_CHANGED", self._at(at_ms), deployment_id=deployment_id,
+                        details={"old": old, "new": new})  # fmt: skip
+        return "ACCEPTED"
+
+    def set_instance_type(
+        self, model_id: str, deployment_id: str, gpu_type: str | None, gpu_count: int,
+        name: str | None = None, at_ms: int | None = None,
+    ) -> bool:  # fmt: skip
+        """Change the instance type; record INSTANCE_TYPE_CHANGED ``{old, new}``. False if unchanged."""
+        new = {"instance_type_name": name or instance_type_name(gpu_type, gpu_count), "gpu_type": gpu_type,
+               "gpu_count": gpu_count}  # fmt: skip
+        with self.engine.begin() as conn:
+            d = self._must_deployment(model_id, deployment_id, conn)
+            old = {"instance_type_name": d.instance_type_name, "gpu_type": d.gpu_type, "gpu_count": d.gpu_count}
+            if old == new:
+                return False
+            conn.execute(update(t.deployments).where(t.deployments.c.id == deployment_id).values(**new))
+            self._event(conn, model_id, "INSTANCE_TYPE_CHANGED", self._at(at_ms), deployment_id=deployment_id,
+                        details={"old": old, "new": new})  # fmt: skip
+            return True
+
+    def rename_deployment(self, model_id: str, deployment_id: str, name: str) -> None:
+        """Change a deployment's display name (no event)."""
+        with self.engine.begin() as conn:
+            self._must_deployment(model_id, deployment_id, conn)
+            conn.execute(update(t.deployments).where(t.deployments.c.id == deployment_id).values(name=name))
+
+    def set_request_backpressure(self, model_id: str, deployment_id: str, policy: str | None) -> None:
+        """Set ``request_backpressure_settings.policy`` (QUEUE_ON_FULL, REJECT_ON_FULL or None)."""
+        if policy is not None and policy not in t.BACKPRESSURE_POLICIES:
+            raise InvalidValue(f"unknown policy {policy!r}; use {', '.join(t.BACKPRESSURE_POLICIES)} or null")
+        with self.engine.begin() as conn:
+            self._must_deployment(model_id, deployment_id, conn)
+            conn.execute(update(t.deployments).where(t.deployments.c.id == deployment_id)
+                         .values(request_backpressure_policy=policy))  # fmt: skip
+
+    # -- replicas and targets ---------------------------------------------------------------------
+
+    def _replica_row(self, conn: Connection, deployment_id: str, replica_id: str) -> Row | None:
+        r = t.replicas
+        return conn.execute(select(r).where(r.c.deployment_id == deployment_id, r.c.name == replica_id)).first()
+
+    def ensure_replica(
+        self, model_id: str, deployment_id: str, replica_id: str, status: str = "ACTIVE", at_ms: int | None = None
+    ) -> ReplicaInfo:
+        """Replica ``replica_id`` of the deployment, created with ``status`` if missing."""
+        if status not in t.REPLICA_STATUSES:
+            raise InvalidValue(f"unknown replica status {status!r}; use {', '.join(t.REPLICA_STATUSES)}")
+        with self.engine.begin() as conn:
+            self._must_deployment(model_id, deployment_id, conn)
+            row = self._replica_row(conn, deployment_id, replica_id)
+            if row is None:
+                conn.execute(insert(t.replicas).values(deployment_id=deployment_id, name=replica_id,
+                                                       status=status, created_at_ms=self._at(at_ms)))  # fmt: skip
+                row = self._replica_row(conn, deployment_id, replica_id)
+            assert row is not None
+            return _replica_info(row, deployment_id)
+
+    def list_replicas(self, model_id: str, deployment_id: str) -> list[ReplicaInfo]:
+        """Replicas of the deployment, by name."""
+        with self.engine.connect() as conn:
+            self._must_deployment(model_id, deployment_id, conn)
+            rows = conn.execute(select(t.replicas).where(t.replicas.c.deployment_id == deployment_id)
+                                .order_by(t.replicas.c.name))  # fmt: skip
+            return [_replica_info(r, deployment_id) for r in rows]
+
+    def terminate_replica(
+        self, model_id: str, deployment_id: str, replica_id: str, at_ms: int | None = None
+    ) -> ReplicaInfo:
+        """Mark the replica TERMINATED and record REPLICA_TERMINATED. NotFound if it does not exist."""
+        at = self._at(at_ms)
+        with self.engine.begin() as conn:
+            self._must_deployment(model_id, deployment_id, conn)
+            row = self._replica_row(conn, deployment_id, replica_id)
+            if row is None:
+                raise NotFound(f"deployment {deployment_id!r} has no replica {replica_id!r}")
+            if row.status != "TERMINATED":
+                conn.execute(update(t.replicas).where(t.replicas.c.id == row.id)
+                             .values(status="TERMINATED", terminated_at_ms=at))  # fmt: skip
+                self._event(conn, model_id, "REPLICA_TERMINATED", at, deployment_id=deployment_id,
+                            details={"replica": replica_id, "old_status": row.status})  # fmt: skip
+            row = self._replica_row(conn, deployment_id, replica_id)
+            assert row is not None
+            return _replica_info(row, deployment_id)
+
+    def ensure_target(
+        self, model_id: str, deployment_id: str, replica_id: str, url: str, *, kind: str = "replica",
+        labels: dict[str, str] | None = None,
+    ) -> None:  # fmt: skip
+        """Attach scrape target ``url`` to the replica (created ACTIVE if missing); updates kind and labels."""
+        self.ensure_replica(model_id, deployment_id, replica_id)
+        with self.engine.begin() as conn:
+            replica = self._replica_row(conn, deployment_id, replica_id)
+            assert replica is not None
+            tg = t.targets
+            where = (tg.c.replica_id == replica.id) & (tg.c.url == url)
+            if conn.execute(select(tg.c.id).where(where)).first():
+                conn.execute(update(tg).where(where).values(kind=kind, labels=labels or {}))
+            else:
+                conn.execute(insert(tg).values(replica_id=replica.id, url=url, kind=kind, labels=labels or {}))

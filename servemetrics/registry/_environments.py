@@ -1,0 +1,234 @@
+"""Environments, their activation history and promotions (instant and rolling)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Connection, Row, insert, select, update
+
+from servemetrics.registry import tables as t
+from servemetrics.registry._base import RegistryBase
+from servemetrics.registry.records import Conflict, EnvironmentInfo, InvalidValue, NotFound, PromotionInfo
+
+DEFAULT_PROMOTION_SETTINGS: dict[str, Any] = {
+    "redeploy_on_promotion": False,
+    "rolling_deploy": False,
+    "promotion_cleanup_strategy": "SCALE_TO_ZERO",
+    "rolling_deploy_config": {
+        "rolling_deploy_strategy": "REPLICA",
+        "max_surge_percent": 25,
+        "max_unavailable_percent": 0,
+        "stabilization_time_seconds": 0,
+        "replica_overhead_percent": 0,
+    },
+    "ramp_up_while_promoting": False,
+    "ramp_up_duration_seconds": 600,
+}
+"""``PromotionSettingsV1`` defaults (platform-facts §4)."""
+
+
+def merge_promotion_settings(base: dict[str, Any], changes: dict[str, Any] | None) -> dict[str, Any]:
+    """``base`` with ``changes`` applied (``rolling_deploy_config`` merged field by field)."""
+    out = {**base, **(changes or {})}
+    unknown = sorted(set(out) - set(DEFAULT_PROMOTION_SETTINGS))
+    if unknown:
+        raise InvalidValue(f"unknown promotion settings {', '.join(unknown)}; use "
+                           f"{', '.join(DEFAULT_PROMOTION_SETTINGS)}")  # fmt: skip
+    rolling = (changes or {}).get("rolling_deploy_config")
+    if rolling is not None:
+        out["rolling_deploy_config"] = {**base["rolling_deploy_config"], **rolling}
+    return out
+
+
+def _promotion(r: Row) -> PromotionInfo:
+    return PromotionInfo(r.id, r.environment_id, r.deployment_id, r.previous_deployment_id, r.started_at_ms,
+                         r.ended_at_ms, r.rolling, r.status, r.percent_traffic_to_new_version,
+                         r.error_message)  # fmt: skip
+
+
+def status_for(percent: int) -> str:
+    """The status of a running promotion at ``percent``: RELEASING at 0, RAMPING_UP below 100, else SUCCEEDED."""
+    return "RELEASING" if percent == 0 else "RAMPING_UP" if percent < 100 else "SUCCEEDED"
+
+
+class EnvironmentsMixin(RegistryBase):
+    """Environments, activation and promotions."""
+
+    def _env_row(self, conn: Connection, model_id: str, name: str) -> Row | None:
+        e = t.environments
+        return conn.execute(select(e).where(e.c.model_id == model_id, e.c.name == name)).first()
+
+    def _must_env(self, conn: Connection, model_id: str, name: str) -> Row:
+        row = self._env_row(conn, model_id, name)
+        if row is None:
+            raise NotFound(f"model {model_id!r} has no environment {name!r}")
+        return row
+
+    def _latest_promotion(self, conn: Connection, env_id: int) -> PromotionInfo | None:
+        p = t.promotions
+        row = conn.execute(select(p).where(p.c.environment_id == env_id).order_by(p.c.id.desc()).limit(1)).first()
+        return _promotion(row) if row else None
+
+    def _env_info(self, conn: Connection, row: Row) -> EnvironmentInfo:
+        latest = self._latest_promotion(conn, row.id)
+        current, candidate, running = None, None, None
+        if latest is not None:
+            running = latest if latest.in_progress else None
+            current = latest.deployment_id if latest.status == "SUCCEEDED" else latest.previous_deployment_id
+            candidate = latest.deployment_id if running else None
+        return EnvironmentInfo(row.id, row.model_id, row.name, row.created_at_ms, row.active,
+                               row.promotion_settings, row.autoscaling_settings, current, candidate,
+                               running)  # fmt: skip
+
+    def environment(self, model_id: str, env_name: str) -> EnvironmentInfo | None:
+        """Environment ``env_name`` of ``model_id``; None if missing (or the model is another's)."""
+        with self.engine.connect() as conn:
+            row = self._env_row(conn, model_id, env_name)
+            return self._env_info(conn, row) if row else None
+
+    def list_environments(self, model_id: str) -> list[EnvironmentInfo]:
+        """Environments of ``model_id`` by name."""
+        e = t.environments
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(e).where(e.c.model_id == model_id).order_by(e.c.name)).all()
+            return [self._env_info(conn, r) for r in rows]
+
+    def create_environment(
+        self, model_id: str, name: str, *, promotion_settings: dict[str, Any] | None = None,
+        autoscaling_settings: dict[str, Any] | None = None, at_ms: int | None = None,
+    ) -> EnvironmentInfo:  # fmt: skip
+        """Create an environment; records ENVIRONMENT_UPDATED ``{action: created}``. Conflict if it exists."""
+        settings = merge_promotion_settings(DEFAULT_PROMOTION_SETTINGS, promotion_settings)
+        at = self._at(at_ms)
+        with self.engine.begin() as conn:
+            self._model_exists(conn, model_id)
+            if self._env_row(conn, model_id, name) is not None:
+                raise Conflict(f"model {model_id!r} already has an environment {name!r}")
+            conn.execute(insert(t.environments).values(model_id=model_id, name=name, created_at_ms=at,
+                         active=True, promotion_settings=settings, autoscaling_settings=autoscaling_settings))
+            self._event(conn, model_id, "ENVIRONMENT_UPDATED", at, environment=name,
+                        details={"action": "created", "promotion_settings": settings})  # fmt: skip
+            return self._env_info(conn, self._must_env(conn, model_id, name))
+
+    def update_environment(
+        self, model_id: str, name: str, *, promotion_settings: dict[str, Any] | None = None,
+        autoscaling_settings: dict[str, Any] | None = None, at_ms: int | None = None,
+    ) -> EnvironmentInfo:  # fmt: skip
+        """Change settings; records ENVIRONMENT_UPDATED ``{action: updated, old, new}`` when anything changed."""
+        with self.engine.begin() as conn:
+            row = self._must_env(conn, model_id, name)
+            old = {"promotion_settings": row.promotion_settings, "autoscaling_settings": row.autoscaling_settings}
+            new = {"promotion_settings": merge_promotion_settings(row.promotion_settings, promotion_settings),
+                   "autoscaling_settings": {**(row.autoscaling_settings or {}), **autoscaling_settings}
+                   if autoscaling_settings is not None else row.autoscaling_settings}  # fmt: skip
+            if new != old:
+                conn.execute(update(t.environments).where(t.environments.c.id == row.id).values(**new))
+                self._event(conn, model_id, "ENVIRONMENT_UPDATED", self._at(at_ms), environment=name,
+                            details={"action": "updated", "old": old, "new": new})  # fmt: skip
+            return self._env_info(conn, self._must_env(conn, model_id, name))
+
+    def _set_env_active(self, model_id: str, name: str, active: bool, at_ms: int | None) -> bool:
+        at = self._at(at_ms)
+        with self.engine.begin() as conn:
+            row = self._must_env(conn, model_id, name)
+            if row.active == active:
+                return False
+            conn.execute(update(t.environments).where(t.environments.c.id == row.id).values(active=active))
+            conn.execute(insert(t.environment_activations).values(environment_id=row.id, at_ms=at, active=active))
+            self._event(conn, model_id, "ACTIVATED" if active else "DEACTIVATED", at, environment=name,
+                        details={"environment": name})  # fmt: skip
+            return True
+
+    def activate_environment(self, model_id: str, name: str, at_ms: int | None = None) -> bool:
+        """Let the environment serve again; records ACTIVATED. False if it was active."""
+        return self._set_env_active(model_id, name, True, at_ms)
+
+    def deactivate_environment(self, model_id: str, name: str, at_ms: int | None = None) -> bool:
+        """Stop the environment serving (its timeline is empty from ``at_ms``); records DEACTIVATED."""
+        return self._set_env_active(model_id, name, False, at_ms)
+
+    # -- promotions -----------------------------------------------------------------------------
+
+    def promote(
+        self, model_id: str, env_name: str, deployment_id: str, *, percent: int | None = None,
+        rolling: bool | None = None, at_ms: int | None = None, supersede: bool = False,
+    ) -> PromotionInfo:  # fmt: skip
+        """Promote ``deployment_id`` into the environment at ``at_ms``; records PROMOTED.
+
+        Instant (the default, or ``rolling=False``): from ``at_ms`` only the new deployment serves.
+        Rolling (``rolling=True``, the environment's ``rolling_deploy`` setting, or ``percent`` < 100):
+        starts at ``percent`` (default 0) with old and new serving until it reaches 100 or is cancelled.
+        Raises Conflict while another promotion is in progress (unless ``supersede``: it is then marked
+        CANCELED and the new one starts from what served at ``at_ms``), or when the deployment already
+        serves the environment; NotFound for an unknown environment or deployment.
+        """
+        at = self._at(at_ms)
+        with self.engine.begin() as conn:
+            env = self._must_env(conn, model_id, env_name)
+            if self._deployment_of(conn, model_id, deployment_id) is None:
+                raise NotFound(f"model {model_id!r} has no deployment {deployment_id!r}")
+            info = self._env_info(conn, env)
+            is_rolling = rolling if rolling is not None else bool(env.promotion_settings.get("rolling_deploy"))
+            is_rolling = is_rolling or (percent is not None and percent < 100)
+            start = (percent if percent is not None else 0) if is_rolling else 100
+            self._check_percent(start)
+            self._check_can_start(conn, info, deployment_id, at, supersede)
+            status = status_for(start)
+            values = dict(environment_id=env.id, deployment_id=deployment_id, started_at_ms=at,
+                          previous_deployment_id=info.current_deployment_id, rolling=is_rolling, status=status,
+                          percent_traffic_to_new_version=start, ended_at_ms=at if start == 100 else None)  # fmt: skip
+            pid = int(conn.execute(insert(t.promotions).values(**values)).inserted_primary_key[0])
+            self._step(conn, pid, at, "START", start)
+            self._event(conn, model_id, "PROMOTED", at, deployment_id=deployment_id, environment=env_name,
+                        details={"previous_deployment_id": info.current_deployment_id, "rolling": is_rolling,
+                                 "percent": start, "status": status})  # fmt: skip
+            return self._promotion_by_id(conn, pid)
+
+    @staticmethod
+    def _check_percent(percent: int) -> None:
+        if isinstance(percent, bool) or not isinstance(percent, int) or not 0 <= percent <= 100:
+            raise InvalidValue(f"percent must be an integer from 0 to 100, not {percent!r}")
+
+    def _check_can_start(self, conn: Connection, info: EnvironmentInfo, dep: str, at: int, supersede: bool) -> None:
+        running = info.in_progress_promotion
+        if running is not None and not supersede:
+            raise Conflict(f"environment {info.name!r} already has a promotion of {running.deployment_id!r} in "
+                           "progress; cancel_promotion or force_roll_forward_promotion first")  # fmt: skip
+        if running is not None:
+            self._finish(conn, running.id, at, "CANCELED", running.percent_traffic_to_new_version)
+        elif info.current_deployment_id == dep:
+            raise Conflict(f"deployment {dep!r} already serves environment {info.name!r}")
+
+    @staticmethod
+    def _deployment_of(conn: Connection, model_id: str, deployment_id: str) -> Row | None:
+        d = t.deployments
+        return conn.execute(select(d.c.id).where(d.c.id == deployment_id, d.c.model_id == model_id)).first()
+
+    @staticmethod
+    def _step(conn: Connection, promotion_id: int, at: int, action: str, percent: int) -> None:
+        conn.execute(insert(t.promotion_steps).values(promotion_id=promotion_id, at_ms=at, action=action,
+                                                      percent=percent))  # fmt: skip
+
+    @staticmethod
+    def _finish(conn: Connection, promotion_id: int, at: int, status: str, percent: int) -> None:
+        conn.execute(update(t.promotions).where(t.promotions.c.id == promotion_id).values(
+            status=status, ended_at_ms=at, percent_traffic_to_new_version=percent))  # fmt: skip
+
+    @staticmethod
+    def _promotion_by_id(conn: Connection, promotion_id: int) -> PromotionInfo:
+        return _promotion(conn.execute(select(t.promotions).where(t.promotions.c.id == promotion_id)).one())
+
+    def promotions(self, model_id: str, env_name: str) -> list[PromotionInfo]:
+        """Every promotion of the environment, oldest first."""
+        with self.engine.connect() as conn:
+            env = self._must_env(conn, model_id, env_name)
+            p = t.promotions
+            rows = conn.execute(select(p).where(p.c.environment_id == env.id).order_by(p.c.id))
+            return [_promotion(r) for r in rows]
+
+    def promotion_steps(self, promotion_id: int) -> list[tuple[int, str, int]]:
+        """``(at_ms, action, percent)`` history of a promotion, oldest first."""
+        s = t.promotion_steps
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(s).where(s.c.promotion_id == promotion_id).order_by(s.c.at_ms, s.c.id))
+            return [(r.at_ms, r.action, r.percent) for r in rows]

@@ -1,0 +1,60 @@
+"""Ordered, named schema migrations, applied on startup and recorded in ``schema_migrations``.
+
+``migrate(engine)`` applies, in order, every migration whose name is not yet recorded, each in its own
+transaction, and returns the names it applied (``[]`` when the schema is current). Running it again is a
+no-op. Add a migration by appending ``(name, function)`` to ``MIGRATIONS``; never edit or reorder one
+that has shipped.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+
+from sqlalchemy import BigInteger, Column, Connection, Engine, MetaData, String, Table, insert, select
+
+from servemetrics.registry import tables as t
+
+_SCHEMA = MetaData()
+schema_migrations = Table(
+    "schema_migrations",
+    _SCHEMA,
+    Column("name", String(200), primary_key=True),
+    Column("applied_at_ms", BigInteger, nullable=False),
+)
+
+
+def _initial(conn: Connection) -> None:
+    t.METADATA.create_all(conn)
+
+
+def _pepper(conn: Connection) -> None:
+    conn.execute(insert(t.registry_secrets).values(name="key_pepper", value=secrets.token_hex(32)))
+
+
+MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
+    ("0001_initial_tables", _initial),
+    ("0002_api_key_pepper", _pepper),
+]
+
+
+def applied(engine: Engine) -> list[str]:
+    """Names of the migrations already applied, in the order they were applied."""
+    _SCHEMA.create_all(engine)
+    with engine.connect() as conn:
+        rows = conn.execute(select(schema_migrations.c.name).order_by(schema_migrations.c.applied_at_ms))
+        return [r.name for r in rows]
+
+
+def migrate(engine: Engine, now_ms: int = 0) -> list[str]:
+    """Apply every pending migration in order; return the names applied now."""
+    done = set(applied(engine))
+    ran: list[str] = []
+    for index, (name, step) in enumerate(MIGRATIONS):
+        if name in done:
+            continue
+        with engine.begin() as conn:
+            step(conn)
+            conn.execute(insert(schema_migrations).values(name=name, applied_at_ms=now_ms + index))
+        ran.append(name)
+    return ran

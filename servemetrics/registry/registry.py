@@ -1,0 +1,84 @@
+"""``Registry``: models, deployments, environments, promotions, replicas, targets, events and API keys.
+
+One class assembled from small mixins (one module each); every method opens its own transaction, so a
+Registry can be shared by threads. Times are epoch ms; methods that change state take ``at_ms``
+(default: now from the clock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, select
+from sqlalchemy.engine import make_url
+
+from servemetrics.registry import tables as t
+from servemetrics.registry._base import wall_clock_ms
+from servemetrics.registry._control import ControlMixin
+from servemetrics.registry._deployments import DeploymentsMixin
+from servemetrics.registry._tenancy import TenancyMixin
+from servemetrics.registry.events import EventsMixin
+from servemetrics.registry.records import TargetInfo
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.close()
+
+
+def create_registry_engine(url: str) -> Engine:
+    """An engine for ``sqlite:///path`` (parent directory created, foreign keys on) or ``postgresql+psycopg://``."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True)
+    if parsed.database and parsed.database != ":memory:":
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": 30})
+    event.listen(engine, "connect", _sqlite_pragmas)
+    return engine
+
+
+class Registry(TenancyMixin, DeploymentsMixin, ControlMixin, EventsMixin):
+    """The registry over a SQLAlchemy ``engine``; pending migrations are applied on construction."""
+
+    @classmethod
+    def open(cls, url: str, clock: Callable[[], int] = wall_clock_ms) -> Registry:
+        """Open (and migrate) the registry at ``url``: ``sqlite:///path`` or ``postgresql+psycopg://...``."""
+        return cls(create_registry_engine(url), clock)
+
+    def _phases(self) -> dict[str, tuple[str, str]]:
+        """deployment id -> (environment name, rollout phase) for deployments serving an environment."""
+        out: dict[str, tuple[str, str]] = {}
+        with self.engine.connect() as conn:
+            rows = conn.execute(select(t.environments).order_by(t.environments.c.name)).all()
+            for row in rows:
+                env = self._env_info(conn, row)
+                if env.candidate_deployment_id:
+                    out.setdefault(env.candidate_deployment_id, (env.name, "incoming"))
+                if env.current_deployment_id:
+                    phase = "outgoing" if env.candidate_deployment_id else "stable"
+                    out.setdefault(env.current_deployment_id, (env.name, phase))
+        return out
+
+    def list_targets(self) -> list[TargetInfo]:
+        """Every scrape target of a replica that is not TERMINATED or FAILED, with the labels to attach."""
+        tg, r, d, m = t.targets, t.replicas, t.deployments, t.models
+        query = (
+            select(tg.c.url, tg.c.kind, tg.c.labels, r.c.name.label("replica"), d.c.id.label("deployment_id"),
+                   m.c.id.label("model_id"), m.c.name.label("model_name"))
+            .join(r, tg.c.replica_id == r.c.id).join(d, r.c.deployment_id == d.c.id).join(m, d.c.model_id == m.c.id)
+            .where(r.c.status.in_(("STARTING", "ACTIVE")))
+            .order_by(m.c.id, d.c.id, r.c.name, tg.c.url)
+        )  # fmt: skip
+        phases = self._phases()
+        with self.engine.connect() as conn:
+            rows = conn.execute(query).all()
+        return [
+            TargetInfo(row.url, row.model_id, row.model_name, row.deployment_id, row.replica,
+                       *phases.get(row.deployment_id, ("", "")), kind=row.kind, labels=dict(row.labels or {}))
+            for row in rows
+        ]  # fmt: skip

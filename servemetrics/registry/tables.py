@@ -1,0 +1,194 @@
+"""SQLAlchemy Core tables of the registry (one ``METADATA``; times are int64 epoch milliseconds).
+
+Identity: models and deployments have string ids unique in the whole registry (``abc123``);
+environments, replicas and promotions have integer surrogate keys and are named inside their parent
+(``production`` inside a model, replica ``r1`` inside a deployment). Enumerations are stored as strings
+and listed here as tuples so validation, docs and tests share one table.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+
+DEPLOYMENT_STATUSES = (
+    "BUILDING", "DEPLOYING", "DEPLOY_FAILED", "LOADING_MODEL", "ACTIVE", "UNHEALTHY", "BUILD_FAILED",
+    "BUILD_STOPPED", "DEACTIVATING", "INACTIVE", "FAILED", "UPDATING", "SCALED_TO_ZERO", "WAKING_UP",
+)  # fmt: skip
+"""``DeploymentV1.status`` values (platform-facts §4)."""
+
+PROMOTION_STATUSES = ("RELEASING", "RAMPING_UP", "RAMPING_DOWN", "PAUSED", "SUCCEEDED", "FAILED", "CANCELED")
+"""``in_progress_promotion.status`` values; the last three are terminal."""
+
+TERMINAL_PROMOTION_STATUSES = frozenset({"SUCCEEDED", "FAILED", "CANCELED"})
+
+PROMOTION_ACTIONS = ("START", "STEP", "PAUSE", "RESUME", "CANCEL", "FORCE_CANCEL", "ROLL_FORWARD")
+"""``promotion_steps.action``: what happened to the promotion at ``at_ms``."""
+
+REPLICA_STATUSES = ("STARTING", "ACTIVE", "TERMINATED", "FAILED")
+
+BACKPRESSURE_POLICIES = ("QUEUE_ON_FULL", "REJECT_ON_FULL")
+
+EVENT_KINDS = (
+    "DEPLOYED", "PROMOTED", "PROMOTION_CONTROL", "AUTOSCALING_CHANGED", "ACTIVATED", "DEACTIVATED",
+    "INSTANCE_TYPE_CHANGED", "REPLICA_TERMINATED", "ENVIRONMENT_UPDATED",
+)  # fmt: skip
+"""The nine event kinds of the dashboard's Events overlay (metrics-dashboard.md "Events")."""
+
+METADATA = MetaData()
+
+Ms = BigInteger
+
+organizations = Table(
+    "organizations",
+    METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("name", String(200), nullable=False, unique=True),
+    Column("created_at_ms", Ms, nullable=False),
+)
+
+api_keys = Table(
+    "api_keys",
+    METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("organization_id", ForeignKey("organizations.id", ondelete="CASCADE"), nullable=False),
+    Column("key_hash", String(64), nullable=False, unique=True),  # hex HMAC-SHA256, never the key
+    Column("prefix", String(32), nullable=False),
+    Column("type", String(40), nullable=False),
+    Column("model_ids", JSON, nullable=True),  # list[str] scope, or null for every model
+    Column("name", String(200), nullable=True),
+    Column("source", String(10), nullable=False, default="api"),  # "config" or "api"
+    Column("created_at_ms", Ms, nullable=False),
+)
+
+registry_secrets = Table(
+    "registry_secrets",
+    METADATA,
+    Column("name", String(50), primary_key=True),
+    Column("value", String(200), nullable=False),
+)
+
+models = Table(
+    "models",
+    METADATA,
+    Column("id", String(100), primary_key=True),
+    Column("organization_id", ForeignKey("organizations.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("created_at_ms", Ms, nullable=False),
+)
+
+deployments = Table(
+    "deployments",
+    METADATA,
+    Column("id", String(100), primary_key=True),
+    Column("model_id", ForeignKey("models.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("name", String(200), nullable=False),
+    Column("created_at_ms", Ms, nullable=False),
+    Column("status", String(20), nullable=False, default="ACTIVE"),
+    Column("instance_type_name", String(100), nullable=False, default="CPU"),
+    Column("gpu_type", String(50), nullable=True),
+    Column("gpu_count", Integer, nullable=False, default=0),
+    Column("min_replica", Integer, nullable=False, default=0),
+    Column("max_replica", Integer, nullable=False, default=1),
+    Column("autoscaling_window", Integer, nullable=False, default=60),  # seconds
+    Column("scale_down_delay", Integer, nullable=False, default=900),  # seconds
+    Column("concurrency_target", Integer, nullable=False, default=1),
+    Column("target_utilization_percentage", Integer, nullable=False, default=70),
+    Column("request_backpressure_policy", String(20), nullable=True),
+    Column("labels", JSON, nullable=True),
+)
+
+environments = Table(
+    "environments",
+    METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("model_id", ForeignKey("models.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(100), nullable=False),
+    Column("created_at_ms", Ms, nullable=False),
+    Column("active", Boolean, nullable=False, default=True),
+    Column("promotion_settings", JSON, nullable=False),
+    Column("autoscaling_settings", JSON, nullable=True),
+    UniqueConstraint("model_id", "name", name="uq_environments_model_name"),
+)
+
+environment_activations = Table(
+    "environment_activations",
+    METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("environment_id", ForeignKey("environments.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("at_ms", Ms, nullable=False),
+    Column("active", Boolean, nullable=False),
+)
+
+promotions = Table(
+    "promotions",
+    METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("environment_id", ForeignKey("environments.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("deployment_id", ForeignKey("deployments.id", ondelete="CASCADE"), nullable=False),
+    Column("previous_deployment_id", ForeignKey("deployments.id", ondelete="SET NULL"), nullable=True),
+    Column("started_at_ms", Ms, nullable=False),
+    Column("ended_at_ms", Ms, nullable=True),
+    Column("rolling", Boolean, nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("percent_traffic_to_new_version", Integer, nullable=False),
+    Column("error_message", Text, nullable=True),
+)
+
+promotion_steps = Table(
+    "promotion_steps",
+    METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("promotion_id", ForeignKey("promotions.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("at_ms", Ms, nullable=False),
+    Column("action", String(20), nullable=False),
+    Column("percent", Integer, nullable=False),
+)
+
+replicas = Table(
+    "replicas",
+    METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("deployment_id", ForeignKey("deployments.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("status", String(20), nullable=False, default="ACTIVE"),
+    Column("created_at_ms", Ms, nullable=False),
+    Column("terminated_at_ms", Ms, nullable=True),
+    UniqueConstraint("deployment_id", "name", name="uq_replicas_deployment_name"),
+)
+
+targets = Table(
+    "targets",
+    METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("replica_id", ForeignKey("replicas.id", ondelete="CASCADE"), nullable=False),
+    Column("url", String(2000), nullable=False),
+    Column("kind", String(50), nullable=False, default="replica"),
+    Column("labels", JSON, nullable=True),
+    UniqueConstraint("replica_id", "url", name="uq_targets_replica_url"),
+)
+
+events = Table(
+    "events",
+    METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at_ms", Ms, nullable=False),
+    Column("kind", String(40), nullable=False),
+    Column("model_id", ForeignKey("models.id", ondelete="CASCADE"), nullable=False),
+    Column("deployment_id", String(100), nullable=True),
+    Column("environment", String(100), nullable=True),
+    Column("details", JSON, nullable=False),
+    Index("ix_events_model_at", "model_id", "at_ms"),
+)
