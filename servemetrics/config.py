@@ -1,0 +1,356 @@
+"""The YAML config file: ``load_config(path) -> Config`` and ``apply_config(config, registry)``.
+
+Keys (defaults in brackets; docs/configuration.md has an example of each): ``listen`` [127.0.0.1:8321],
+``data_dir`` [./data], ``scrape_interval`` [15s], ``scrape_timeout`` [10s], ``retention`` [15d],
+``registry_url`` [sqlite:///<data_dir>/registry.sqlite3], ``organizations``, ``models``.
+Durations are seconds (``15``) or a number with a unit ``ms s m h d`` (``15s``, ``15d``) and are held as
+float seconds. Every mistake raises ``ConfigError`` naming the key and what to write instead.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import model_validator
+
+from servemetrics.registry import keys as k
+from servemetrics.registry.records import Conflict, RegistryError
+from servemetrics.registry.registry import Registry
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+
+
+class ConfigError(ValueError):
+    """The config file is missing, not YAML, or has a bad key or value; the message says what to write."""
+
+
+def parse_duration(value: Any) -> float:
+    """Seconds from ``15``, ``2.5``, ``"15s"``, ``"500ms"``, ``"1m"``, ``"2h"`` or ``"15d"``."""
+    if isinstance(value, bool):
+        raise ValueError("write a duration such as 15s, 1m or 15d")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    else:
+        match = _DURATION.match(str(value))
+        if not match:
+            raise ValueError(f"{value!r} is not a duration; write a number of seconds or e.g. 15s, 1m, 2h, 15d")
+        seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    if seconds <= 0:
+        raise ValueError("a duration must be greater than 0")
+    return seconds
+
+
+Duration = Annotated[float, BeforeValidator(parse_duration)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ApiKeyConfig(_Strict):
+    """A key of an organization: the plain ``key`` (hashed before it is stored), ``type``, scope."""
+
+    key: SecretStr = Field(min_length=1)
+    type: Annotated[str, BeforeValidator(lambda v: str(v).strip().upper().replace("-", "_"))]
+    model_ids: list[str] | None = None
+    name: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> ApiKeyConfig:
+        k.check_type(self.type, self.model_ids)
+        return self
+
+    @property
+    def digest(self) -> str:
+        """SHA-256 hex of the key (what the registry hashes again with its pepper)."""
+        return k.digest(self.key.get_secret_value())
+
+
+class OrganizationConfig(_Strict):
+    """An organization and its API keys."""
+
+    name: str = Field(min_length=1)
+    api_keys: list[ApiKeyConfig] = []
+
+
+class InstanceTypeConfig(_Strict):
+    """GPU type and count (``gpu_count: 0`` or no ``gpu_type`` = CPU); ``name`` defaults to ``1xH100``."""
+
+    gpu_type: str | None = None
+    gpu_count: int = Field(default=0, ge=0)
+    name: str | None = None
+
+
+class ReplicaConfig(_Strict):
+    """A replica and its ``/metrics`` URLs."""
+
+    id: str = Field(min_length=1)
+    targets: list[str] = []
+
+    @field_validator("targets")
+    @classmethod
+    def _urls(cls, urls: list[str]) -> list[str]:
+        for url in urls:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"{url!r} is not a URL; write e.g. http://10.0.0.5:8080/metrics")
+        return urls
+
+
+class DeploymentConfig(_Strict):
+    """A deployment of a model."""
+
+    id: str = Field(min_length=1)
+    name: str | None = None
+    instance_type: InstanceTypeConfig = InstanceTypeConfig()
+    replicas: list[ReplicaConfig] = []
+
+
+def _rfc3339_ms(value: Any) -> int:
+    if isinstance(value, datetime):
+        when = value
+    else:
+        try:
+            when = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError as err:
+            raise ValueError(f"{value!r} is not an RFC 3339 time; write e.g. 2026-03-01T12:00:00Z") from err
+    if when.tzinfo is None:
+        raise ValueError(f"{value!r} has no time zone; write e.g. 2026-03-01T12:00:00Z")
+    return int(when.timestamp() * 1000)
+
+
+class PromotionConfig(_Strict):
+    """One entry of an environment's history: ``deployment`` serves ``percent`` % from ``at``."""
+
+    deployment: str
+    at: Annotated[int, BeforeValidator(_rfc3339_ms)]  # epoch ms
+    percent: int = Field(default=100, ge=1, le=100)
+
+
+class EnvironmentConfig(_Strict):
+    """An environment and its promotion history (any order in the file; applied by time)."""
+
+    name: str = Field(min_length=1)
+    rolling_deploy: bool = False
+    promotions: list[PromotionConfig] = []
+
+
+class ModelConfig(_Strict):
+    """A model of an organization with its deployments and environments."""
+
+    id: str = Field(min_length=1)
+    name: str | None = None
+    organization: str
+    deployments: list[DeploymentConfig] = []
+    environments: list[EnvironmentConfig] = []
+
+    @model_validator(mode="after")
+    def _check(self) -> ModelConfig:
+        ids = [d.id for d in self.deployments]
+        _no_duplicates(ids, "deployment id")
+        _no_duplicates([e.name for e in self.environments], "environment name")
+        for env in self.environments:
+            for p in env.promotions:
+                if p.deployment not in ids:
+                    raise ValueError(f"environment {env.name!r} promotes unknown deployment {p.deployment!r}; "
+                                     f"use one of the model's deployments: {', '.join(ids) or '(none)'}")
+        return self
+
+
+def _no_duplicates(values: list[str], what: str) -> None:
+    dupes = sorted({v for v in values if values.count(v) > 1})
+    if dupes:
+        raise ValueError(f"duplicate {what} {', '.join(dupes)}; each must be unique")
+
+
+class Config(_Strict):
+    """The whole file. ``registry_url`` is filled from ``data_dir`` when absent."""
+
+    listen: str = "127.0.0.1:8321"
+    data_dir: Path = Path("./data")
+    scrape_interval: Duration = 15.0
+    scrape_timeout: Duration = 10.0
+    retention: Duration = 15 * 86400.0
+    registry_url: str | None = None
+    organizations: list[OrganizationConfig] = []
+    models: list[ModelConfig] = []
+
+    @field_validator("listen")
+    @classmethod
+    def _listen(cls, value: str) -> str:
+        host, _, port = value.rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"{value!r} is not host:port; write e.g. 127.0.0.1:8321 or 0.0.0.0:8321")
+        return value
+
+    @model_validator(mode="after")
+    def _check(self) -> Config:
+        if self.registry_url is None:
+            object.__setattr__(self, "registry_url", f"sqlite:///{self.data_dir / 'registry.sqlite3'}")
+        if self.scrape_timeout > self.scrape_interval:
+            raise ValueError(f"scrape_timeout ({self.scrape_timeout:g}s) must not exceed scrape_interval "
+                             f"({self.scrape_interval:g}s)")  # fmt: skip
+        orgs = [o.name for o in self.organizations]
+        _no_duplicates(orgs, "organization name")
+        _no_duplicates([m.id for m in self.models], "model id")
+        _no_duplicates([d.id for m in self.models for d in m.deployments], "deployment id")
+        for model in self.models:
+            if model.organization not in orgs:
+                raise ValueError(f"model {model.id!r} names organization {model.organization!r}, which is not "
+                                 f"under organizations; declare it there or use one of: {', '.join(orgs) or '(none)'}")
+        return self
+
+    @property
+    def host(self) -> str:
+        """Host part of ``listen``."""
+        return self.listen.rpartition(":")[0]
+
+    @property
+    def port(self) -> int:
+        """Port part of ``listen``."""
+        return int(self.listen.rpartition(":")[2])
+
+
+def _where(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(top level)"
+
+
+def _allowed_keys(loc: tuple[int | str, ...]) -> list[str]:
+    model: type[BaseModel] = Config
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part))
+        if field is None:
+            break
+        inner = field.annotation
+        args = getattr(inner, "__args__", ())
+        for candidate in (inner, *args):
+            if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+                model = candidate
+                break
+    return list(model.model_fields)
+
+
+def _describe(err: dict[str, Any]) -> str:
+    loc = tuple(err.get("loc", ()))
+    if err["type"] == "extra_forbidden":
+        allowed = _allowed_keys(loc[:-1])
+        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        hint = f"did you mean `{close[0]}`? " if close else ""
+        return f"unknown key `{_where(loc)}`: {hint}allowed keys here are {', '.join(allowed)}"
+    if err["type"] == "missing":
+        return f"missing key `{_where(loc)}`: add it"
+    message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    return f"`{_where(loc)}`: {message}" if loc else message
+
+
+def parse_config(data: Any, source: str = "config") -> Config:
+    """Validate an already-parsed YAML document; raises ConfigError listing every problem."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping of keys such as listen, data_dir, models")
+    try:
+        return Config.model_validate(data)
+    except ValidationError as err:
+        lines = [_describe(e) for e in err.errors()]  # type: ignore[arg-type]
+        raise ConfigError(f"{source}: " + "; ".join(lines)) from None
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate the YAML file at ``path``; raises ConfigError."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise ConfigError(f"cannot read config file {path}: {err.strerror}; pass an existing YAML file") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path} is not valid YAML: {err}") from None
+    return parse_config(data, str(path))
+
+
+def apply_config(config: Config, registry: Registry) -> None:
+    """Sync the file's organizations, keys, models, deployments, replicas, targets and environments.
+
+    Idempotent: applying the same config twice changes nothing. Config-declared keys absent from the file
+    are deleted (keys created through the API are kept). Promotions are the environment's history: each
+    one not yet recorded is applied in time order; a promotion of the deployment whose rolling promotion
+    is running is a step of it (100 completes it). Raises ConfigError when a new promotion is older than
+    the environment's latest recorded one (history can only be appended).
+    """
+    for org in config.organizations:
+        registry.ensure_organization(org.name)
+        for key in org.api_keys:
+            registry.add_api_key_digest(org.name, key.digest, key.type, model_ids=key.model_ids, name=key.name,
+                                        source="config")  # fmt: skip
+        registry.prune_config_keys(org.name, [key.digest for key in org.api_keys])
+    for model in config.models:
+        _apply_model(model, registry)
+
+
+def _apply_model(model: ModelConfig, registry: Registry) -> None:
+    registry.ensure_model(model.id, model.name or model.id, model.organization)
+    for dep in model.deployments:
+        it = dep.instance_type
+        if registry.deployment(model.id, dep.id) is None:
+            registry.create_deployment(model.id, dep.id, dep.name or dep.id, gpu_type=it.gpu_type,
+                                       gpu_count=it.gpu_count, instance_type=it.name)  # fmt: skip
+        else:
+            registry.rename_deployment(model.id, dep.id, dep.name or dep.id)
+            registry.set_instance_type(model.id, dep.id, it.gpu_type, it.gpu_count, it.name)
+        for replica in dep.replicas:
+            registry.ensure_replica(model.id, dep.id, replica.id)
+            for url in replica.targets:
+                registry.ensure_target(model.id, dep.id, replica.id, url)
+    for env in model.environments:
+        _apply_environment(model.id, env, registry)
+
+
+def _apply_environment(model_id: str, env: EnvironmentConfig, registry: Registry) -> None:
+    if registry.environment(model_id, env.name) is None:
+        registry.create_environment(model_id, env.name, promotion_settings={"rolling_deploy": env.rolling_deploy})
+    else:
+        registry.update_environment(model_id, env.name, promotion_settings={"rolling_deploy": env.rolling_deploy})
+    recorded: set[tuple[str, int]] = set()
+    latest = None
+    for p in registry.promotions(model_id, env.name):
+        for at, _action, _percent in registry.promotion_steps(p.id):
+            recorded.add((p.deployment_id, at))
+            latest = at if latest is None else max(latest, at)
+    for p in sorted(env.promotions, key=lambda p: p.at):
+        if (p.deployment, p.at) in recorded:
+            continue
+        if latest is not None and p.at < latest:
+            raise ConfigError(f"models[{model_id}].environments[{env.name}]: the promotion of {p.deployment!r} at "
+                              f"{p.at} ms is older than the latest recorded change ({latest} ms); promotions "
+                              "can only be appended to the history")  # fmt: skip
+        _apply_promotion(registry, model_id, env.name, p)
+        latest = p.at
+
+
+def _apply_promotion(registry: Registry, model_id: str, env_name: str, p: PromotionConfig) -> None:
+    info = registry.environment(model_id, env_name)
+    assert info is not None
+    running = info.in_progress_promotion
+    try:
+        if running is not None and running.deployment_id == p.deployment:
+            registry.set_promotion_percent(model_id, env_name, p.percent, at_ms=p.at)
+        elif running is None and info.current_deployment_id == p.deployment:
+            return
+        else:
+            registry.promote(model_id, env_name, p.deployment, percent=p.percent, rolling=p.percent < 100,
+                             at_ms=p.at, supersede=True)  # fmt: skip
+    except (Conflict, RegistryError) as err:
+        raise ConfigError(f"models[{model_id}].environments[{env_name}]: {err}") from None
