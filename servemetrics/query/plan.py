@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from servemetrics.catalog import CATALOG, DEFAULT_METRICS, MetricDef
-from servemetrics.query.value_sets import Timeline, split_series, whole_window
+from servemetrics.query.value_sets import Timeline, serving_at, split_series, whole_window
 from servemetrics.query.windows import Mode, Window, resolve_window
 from servemetrics.store.base import ValueSet
 
@@ -61,13 +61,14 @@ def build_plan(
     start_ms: int | None,
     end_ms: int | None,
     metric_names: Sequence[str] | None,
-    timeline: Timeline,
+    timeline: Timeline | Callable[[int, int], Timeline],
     now_ms: int,
 ) -> Plan:
     """Validate a request and split its window into value sets.
 
     ``timeline`` is the serving timeline of the environment (or ``[(start, {deployment})]`` for one
-    deployment); see ``value_sets``.
+    deployment; see ``value_sets``), or a callable ``(start_ms, end_ms) -> timeline`` called once the
+    window is resolved.
 
     Raises:
         WindowError: bad window (400).
@@ -75,11 +76,13 @@ def build_plan(
     """
     metrics = resolve_metrics(metric_names)
     window = resolve_window(mode, start_ms, end_ms, now_ms)
+    if callable(timeline):
+        timeline = timeline(window.start_ms, window.end_ms + 1)
     if window.step_s is not None:
         value_sets = split_series(window.start_ms, window.end_ms, window.step_s, timeline)
     elif mode is Mode.CURRENT:
-        # the latest sample may carry the timestamp ``now`` itself: include it
-        value_sets = whole_window(window.start_ms, window.end_ms + 1, timeline)
+        # a snapshot of what serves now; the latest sample may carry the timestamp ``now`` itself
+        value_sets = [ValueSet(window.start_ms, window.end_ms + 1, serving_at(timeline, window.end_ms))]
     else:
         value_sets = whole_window(window.start_ms, window.end_ms, timeline)
     return Plan(model_id, mode, window, tuple(value_sets), metrics)

@@ -1,0 +1,5 @@
+"""``python -m servemetrics``."""
+
+from servemetrics.cli import main
+
+main()

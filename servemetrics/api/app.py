@@ -1,0 +1,138 @@
+"""``create_app(config)``: the FastAPI application and the wiring of registry, store and scraper.
+
+Wiring happens here and in ``cli.py`` only (STYLE: config is read at the edge and passed down).
+The lifespan opens the registry (applying the YAML's static declarations), the sample store, starts the
+scraper over the registry's targets (refreshed every ``TARGET_REFRESH_S``) and the retention loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+from fastapi import FastAPI
+
+from servemetrics import __version__
+from servemetrics.api.errors import install_error_handlers
+from servemetrics.api.routes import export, ingest, management, metrics
+from servemetrics.config import Config, apply_config
+from servemetrics.ingest.scraper import Scraper, Target
+from servemetrics.registry import Registry
+from servemetrics.selfmetrics import SelfMetrics
+from servemetrics.store import Store
+
+log = logging.getLogger(__name__)
+TARGET_REFRESH_S = 30.0
+RETENTION_EVERY_S = 3600.0
+
+
+@dataclass
+class Service:
+    """What a running app holds (``app.state.service``)."""
+
+    config: Config
+    registry: Registry
+    store: Store
+    metrics: SelfMetrics
+    clock: Callable[[], int]
+    scraper: Scraper | None = None
+
+
+def wall_clock_ms() -> int:
+    """Now, in epoch milliseconds."""
+    return int(time.time() * 1000)
+
+
+def _targets(registry: Registry) -> list[Target]:
+    out = []
+    for t in registry.list_targets():
+        labels = {k: v for k, v in (
+            ("model_id", t.model_id), ("model_name", t.model_name), ("deployment_id", t.deployment_id),
+            ("replica", t.replica), ("environment", t.environment or ""), ("rollout_phase", t.rollout_phase or ""),
+        )}
+        out.append(Target(t.url, tuple(sorted(labels.items()))))
+    return out
+
+
+async def _refresh_targets(service: Service) -> None:
+    assert service.scraper is not None
+    while True:
+        try:
+            service.scraper.set_targets(await asyncio.to_thread(_targets, service.registry))
+        except Exception:
+            log.exception("refreshing scrape targets failed; keeping the previous ones")
+        await asyncio.sleep(TARGET_REFRESH_S)
+
+
+async def _retention(service: Service) -> None:
+    retention_ms = int(service.config.retention * 1000)
+    while True:
+        try:
+            await asyncio.to_thread(service.store.delete_before, service.clock() - retention_ms)
+        except Exception:
+            log.exception("applying retention failed; will retry")
+        await asyncio.sleep(RETENTION_EVERY_S)
+
+
+def create_app(
+    config: Config,
+    *,
+    scrape: bool = True,
+    clock: Callable[[], int] = wall_clock_ms,
+    store: Store | None = None,
+) -> FastAPI:
+    """Build the service for ``config``.
+
+    Args:
+        config: the loaded YAML configuration.
+        scrape: start the scraper (tests of the API alone pass False).
+        clock: epoch-ms clock used for "now" (tests pin it).
+        store: a store to use instead of the DuckDB file in ``config.data_dir`` (tests).
+    """
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        Path(config.data_dir).mkdir(parents=True, exist_ok=True)
+        registry = Registry.open(str(config.registry_url))
+        apply_config(config, registry)
+        if store is None:
+            from servemetrics.store import open_store  # the DuckDB backend loads only when used
+
+            opened: Store = open_store(Path(config.data_dir))
+        else:
+            opened = store
+        service = Service(config, registry, opened, SelfMetrics(), clock)
+        app.state.service = service
+        app.state.registry = registry
+        tasks: list[asyncio.Task[None]] = []
+        async with httpx.AsyncClient() as client:
+            if scrape:
+                service.scraper = Scraper(client, service.store.append, config.scrape_interval,
+                                          config.scrape_timeout, service.metrics)
+                tasks.append(asyncio.create_task(_refresh_targets(service)))
+            tasks.append(asyncio.create_task(_retention(service)))
+            try:
+                yield
+            finally:
+                for t in tasks:
+                    t.cancel()
+                await asyncio.gather(*tasks, return_exceptions=True)
+                if service.scraper is not None:
+                    await service.scraper.stop()
+                service.store.close()
+                registry.close()
+
+    app = FastAPI(
+        title="servemetrics", version=__version__, lifespan=lifespan,
+        description="Model-serving metrics: the model metrics API, management API, ingest and export.",
+    )
+    install_error_handlers(app)
+    for module in (metrics, management, ingest, export):
+        app.include_router(module.router)
+    return app

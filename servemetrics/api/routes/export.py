@@ -1,0 +1,21 @@
+"""The service's own ``/metrics`` (Prometheus text format) and a liveness probe ``/healthz``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+router = APIRouter(tags=["service"])
+
+
+@router.get("/metrics", include_in_schema=False)
+def own_metrics(request: Request) -> Response:
+    """Scrape durations, samples appended and query latency, plus store size gauges."""
+    service = request.app.state.service
+    return Response(generate_latest(service.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    """``{"status": "ok"}`` while the process serves requests."""
+    return {"status": "ok"}

@@ -1,0 +1,89 @@
+"""Push ingest: Prometheus remote_write 1.0 (``POST /api/v1/write``) and OpenMetrics backfill upload
+(``POST /v1/import``, used by ``servemetrics import --url``).
+
+Both need a key that may manage the organization's models (``WORKSPACE_MANAGE_ALL`` or ``PERSONAL``).
+Every sample must belong to a model of the caller's organization; nothing of a rejected request is
+stored.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections import defaultdict
+from pathlib import Path
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request, Response
+
+from servemetrics.api.deps import ManageAuth, RegistryDep, resolve_deployment, resolve_model
+from servemetrics.api.errors import bad_request
+from servemetrics.ingest.adapters import TARGET_LABELS, adapt
+from servemetrics.ingest.backfill import BackfillError, iter_backfill
+from servemetrics.ingest.remote_write import RemoteWriteError, decode_write_request
+from servemetrics.ingest.samples import Sample, SampleBatch
+
+router = APIRouter(tags=["ingest"])
+
+
+def _adapt_by_target(samples: list[Sample]) -> list[Sample]:
+    groups: dict[tuple[tuple[str, str], ...], list[Sample]] = defaultdict(list)
+    for s in samples:
+        lab = dict(s.labels)
+        groups[tuple((k, lab.get(k, "")) for k in TARGET_LABELS)].append(s)
+    out: list[Sample] = []
+    for target, group in groups.items():
+        out.extend(adapt(group, dict(target)))
+    return out
+
+
+@router.post("/api/v1/write", status_code=204)
+async def remote_write(request: Request, registry: RegistryDep, key: ManageAuth) -> Response:
+    """Store a remote_write 1.0 request (snappy-compressed protobuf ``WriteRequest``).
+
+    Every series needs ``model_id`` and ``deployment_id`` labels naming a deployment of the caller's
+    organization (set them as the sender's ``external_labels`` or with relabelling).
+    """
+    try:
+        samples = decode_write_request(await request.body())
+    except RemoteWriteError as exc:
+        raise bad_request(f"not a remote_write 1.0 body: {exc}") from exc
+    ids = {(dict(s.labels).get("model_id", ""), dict(s.labels).get("deployment_id", "")) for s in samples}
+    for model_id, deployment_id in sorted(ids):
+        if not model_id or not deployment_id:
+            raise bad_request("every series needs model_id and deployment_id labels; set them as "
+                              "external_labels of the sender or with write_relabel_configs")
+        resolve_deployment(registry, resolve_model(registry, key, model_id), deployment_id)
+    service = request.app.state.service
+    stored = service.store.append(SampleBatch.from_samples(_adapt_by_target(samples)))
+    service.metrics.samples_appended.labels("remote_write").inc(stored)
+    return Response(status_code=204)
+
+
+@router.post("/v1/import")
+async def import_openmetrics(
+    request: Request, registry: RegistryDep, key: ManageAuth,
+    model_id: Annotated[str, Query()], deployment_id: Annotated[str, Query()],
+    replica: Annotated[str, Query()],
+) -> dict[str, int]:
+    """Backfill an OpenMetrics body (timestamps in seconds) as samples of one replica.
+
+    Returns ``{"samples": stored, "batches": n}``; 400 naming the bad line for invalid input. Batches
+    before a bad line are stored (the file is streamed), as with ``promtool tsdb create-blocks``.
+    """
+    model = resolve_model(registry, key, model_id)
+    dep = resolve_deployment(registry, model, deployment_id)
+    service = request.app.state.service
+    labels = {"model_id": model.id, "model_name": model.name, "deployment_id": dep.id, "replica": replica}
+    with tempfile.NamedTemporaryFile(dir=Path(service.config.data_dir), suffix=".om") as tmp:
+        async for chunk in request.stream():
+            tmp.write(chunk)
+        tmp.flush()
+        stored = batches = 0
+        try:
+            for batch in iter_backfill(tmp.name, labels, workers=1):
+                stored += service.store.append(batch)
+                batches += 1
+        except (BackfillError, UnicodeDecodeError) as exc:
+            raise bad_request(f"import stopped after {stored} samples: {exc}") from exc
+    service.metrics.samples_appended.labels("import").inc(stored)
+    return {"samples": stored, "batches": batches}

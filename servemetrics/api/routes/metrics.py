@@ -1,0 +1,67 @@
+"""The model metrics endpoints (spec ``environment-metrics.md``): environment and deployment scope.
+
+Both answer ``GetModelMetricsResponseV1``; the query semantics are in ``docs/query-semantics.md``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Request
+
+from servemetrics.api.deps import ReadModel, RegistryDep, resolve_deployment, resolve_environment
+from servemetrics.api.errors import bad_request
+from servemetrics.api.schemas import MetricsResponse
+from servemetrics.query.execute import execute
+from servemetrics.query.plan import UnknownMetricError, build_plan
+from servemetrics.query.value_sets import Timeline
+from servemetrics.query.windows import Mode, WindowError
+
+router = APIRouter(tags=["metrics"])
+
+ModeQ = Annotated[Mode, Query(description="CURRENT (default), SUMMARY or SERIES.")]
+StartQ = Annotated[int | None, Query(description="Window start, epoch ms (default: end - 1 h).")]
+EndQ = Annotated[int | None, Query(description="Window end, epoch ms (default: now).")]
+MetricsQ = Annotated[
+    list[str] | None,
+    Query(description="Repeatable metric names (default: replicas, requests, end-to-end latency)."),
+]
+
+
+def _answer(request: Request, model_id: str, mode: Mode, start: int | None, end: int | None,
+            names: list[str] | None, timeline_of: Callable[[int, int], Timeline]) -> dict[str, object]:
+    service = request.app.state.service
+    try:
+        plan = build_plan(model_id, mode, start, end, names, timeline_of, service.clock())
+    except (WindowError, UnknownMetricError) as exc:
+        raise bad_request(str(exc)) from exc
+    started = time.perf_counter()
+    body = execute(plan, service.store)
+    service.metrics.query_latency.labels(mode.value).observe(time.perf_counter() - started)
+    return body
+
+
+@router.get("/v1/models/{model_id}/environments/{env_name}/metrics", response_model=MetricsResponse)
+def environment_metrics(
+    request: Request, registry: RegistryDep, model: ReadModel, env_name: str,
+    mode: ModeQ = Mode.CURRENT, start_epoch_millis: StartQ = None, end_epoch_millis: EndQ = None,
+    metrics: MetricsQ = None,
+) -> dict[str, object]:
+    """Metrics aggregated across every deployment that served the environment, split at promotions."""
+    env = resolve_environment(registry, model, env_name)
+    return _answer(request, model.id, mode, start_epoch_millis, end_epoch_millis, metrics,
+                   lambda s, e: registry.serving_timeline(model.id, env.name, s, e))
+
+
+@router.get("/v1/models/{model_id}/deployments/{deployment_id}/metrics", response_model=MetricsResponse)
+def deployment_metrics(
+    request: Request, registry: RegistryDep, model: ReadModel, deployment_id: str,
+    mode: ModeQ = Mode.CURRENT, start_epoch_millis: StartQ = None, end_epoch_millis: EndQ = None,
+    metrics: MetricsQ = None,
+) -> dict[str, object]:
+    """Metrics of one deployment (``production`` / ``development`` name that environment's deployment)."""
+    dep = resolve_deployment(registry, model, deployment_id)
+    return _answer(request, model.id, mode, start_epoch_millis, end_epoch_millis, metrics,
+                   lambda s, e: [(s, frozenset({dep.id}))])

@@ -1,0 +1,100 @@
+"""The ``servemetrics`` command: ``serve``, ``import``, ``version``.
+
+Wiring happens here and in ``api/app.py`` only: the config file is read here and passed down.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
+
+from servemetrics import __version__
+
+app = typer.Typer(help="Model-serving metrics: scrape replicas, store samples, answer the metrics API.",
+                  no_args_is_help=True, add_completion=False)
+err = Console(stderr=True)
+
+ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="YAML config file.", exists=True,
+                                         dir_okay=False, readable=True)]
+
+
+def _load(path: Path):  # noqa: ANN202 - returns servemetrics.config.Config
+    from servemetrics.config import ConfigError, load_config
+
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from exc
+
+
+@app.command()
+def serve(config: ConfigOpt) -> None:
+    """Run the service: scrape the configured targets, store samples, serve the API on ``listen``."""
+    import uvicorn
+
+    from servemetrics.api.app import create_app
+
+    cfg = _load(config)
+    uvicorn.run(create_app(cfg), host=cfg.host, port=cfg.port, log_level="info")
+
+
+def _progress() -> Progress:
+    return Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
+                    TransferSpeedColumn(), TimeRemainingColumn(), console=err)
+
+
+@app.command("import")
+def import_file(
+    file: Annotated[Path, typer.Argument(help="OpenMetrics file with timestamps (seconds).", exists=True,
+                                         dir_okay=False)],
+    model: Annotated[str, typer.Option("--model", help="Model id the samples belong to.")],
+    deployment: Annotated[str, typer.Option("--deployment", help="Deployment id.")],
+    replica: Annotated[str, typer.Option("--replica", help="Replica id.")],
+    url: Annotated[str | None, typer.Option("--url", help="Base URL of a running service.")] = None,
+    api_key: Annotated[str | None, typer.Option("--api-key", envvar="SERVEMETRICS_API_KEY",
+                                                help="Key for --url (manage-capable).")] = None,
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="Config whose data_dir to write "
+                                                "(when no --url).")] = None,
+) -> None:
+    """Backfill FILE as samples of one replica, through a running service (--url) or into --config's data."""
+    from servemetrics import importer
+
+    size = os.path.getsize(file)
+    with _progress() as progress:
+        task = progress.add_task(f"importing {file.name}", total=size)
+
+        def advance(done: int, total: int | None) -> None:
+            progress.update(task, completed=done)
+
+        try:
+            if url is not None:
+                if not api_key:
+                    err.print("[red]error:[/red] --url needs --api-key (or SERVEMETRICS_API_KEY)")
+                    raise typer.Exit(2)
+                stored = importer.via_service(file, url, api_key, model, deployment, replica, advance)
+            elif config is not None:
+                stored = importer.into_data_dir(_load(config), file, model, deployment, replica, advance)
+            else:
+                err.print("[red]error:[/red] give --url URL --api-key KEY (a running service) or --config FILE")
+                raise typer.Exit(2)
+        except importer.ImportFailed as exc:
+            err.print(f"[red]error:[/red] {exc}")
+            raise typer.Exit(1) from exc
+    err.print(f"stored {stored:,} samples")
+
+
+@app.command()
+def version() -> None:
+    """Print the version."""
+    typer.echo(f"servemetrics {__version__}")
+
+
+def main() -> None:
+    """Entry point of the ``servemetrics`` script."""
+    app()

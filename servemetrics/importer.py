@@ -1,0 +1,93 @@
+"""Backfill an OpenMetrics file: through a running service (HTTP) or straight into a data directory.
+
+Used by ``servemetrics import``; the parsing is ``ingest.backfill.iter_backfill``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+
+from servemetrics.config import Config, apply_config
+from servemetrics.ingest.backfill import BackfillError, iter_backfill
+from servemetrics.registry import Registry
+
+Progress = Callable[[int, int | None], None]
+CHUNK = 1 << 20
+
+
+class ImportFailed(RuntimeError):
+    """The import could not run or stopped; the message says why and what to do."""
+
+
+def _chunks(path: Path, progress: Progress) -> Iterator[bytes]:
+    total = os.path.getsize(path)
+    done = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(CHUNK):
+            done += len(chunk)
+            progress(done, total)
+            yield chunk
+
+
+def via_service(path: Path, url: str, api_key: str, model_id: str, deployment_id: str, replica: str,
+                progress: Progress) -> int:
+    """Upload ``path`` to ``POST {url}/v1/import``; return the samples stored.
+
+    Raises:
+        ImportFailed: the service is unreachable or answered an error (its message is included).
+    """
+    params = {"model_id": model_id, "deployment_id": deployment_id, "replica": replica}
+    try:
+        resp = httpx.post(f"{url.rstrip('/')}/v1/import", params=params, content=_chunks(path, progress),
+                          headers={"Authorization": f"Api-Key {api_key}"}, timeout=None)
+    except httpx.HTTPError as exc:
+        raise ImportFailed(f"cannot reach {url}: {exc}") from exc
+    if resp.status_code != 200:
+        try:
+            message = resp.json().get("error", resp.text)
+        except ValueError:
+            message = resp.text
+        raise ImportFailed(f"the service answered {resp.status_code}: {message}")
+    return int(resp.json()["samples"])
+
+
+def into_data_dir(config: Config, path: Path, model_id: str, deployment_id: str, replica: str,
+                  progress: Progress) -> int:
+    """Import ``path`` into ``config.data_dir`` directly (no service may hold it); return samples stored.
+
+    Raises:
+        ImportFailed: unknown model / deployment, the data directory is in use, or the file is invalid.
+    """
+    from servemetrics.store import open_store
+
+    Path(config.data_dir).mkdir(parents=True, exist_ok=True)
+    registry = Registry.open(str(config.registry_url))
+    try:
+        apply_config(config, registry)
+        dep = registry.deployment(model_id, deployment_id)
+        if dep is None:
+            raise ImportFailed(f"no deployment {deployment_id!r} of model {model_id!r} in {config.data_dir}; "
+                               "declare it in the config's models section")
+        model_name = next((m.name or m.id for m in config.models if m.id == model_id), model_id)
+        labels = {"model_id": model_id, "model_name": model_name, "deployment_id": deployment_id,
+                  "replica": replica}
+        try:
+            store = open_store(Path(config.data_dir))
+        except Exception as exc:  # DuckDB raises IOException when another process holds the file
+            raise ImportFailed(f"cannot open the store in {config.data_dir} ({exc}); if a service is "
+                               "running on it, import through it with --url and --api-key") from exc
+        stored = 0
+        try:
+            for batch in iter_backfill(path, labels, progress=progress):
+                stored += store.append(batch)
+        except (BackfillError, UnicodeDecodeError) as exc:
+            raise ImportFailed(f"stopped after {stored} samples: {exc}") from exc
+        finally:
+            store.close()
+        return stored
+    finally:
+        registry.close()

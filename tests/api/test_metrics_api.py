@@ -1,0 +1,139 @@
+"""The metrics endpoints over HTTP (in-process): auth, errors, scopes, promotions, spec validation."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from servemetrics.api.app import create_app
+from servemetrics.config import parse_config
+from servemetrics.store.memory import MemoryStore
+from tests.query.helpers import T0, at, series, store_with
+
+KEY, OTHER_KEY, INVOKE_KEY = "sm-test-key-1", "sm-other-org-key", "sm-invoke-key"
+REQ = "baseten_inference_requests_total"
+GAUGE = "baseten_replicas_active"
+
+
+def config(tmp_path):
+    return parse_config({
+        "data_dir": str(tmp_path),
+        "organizations": [
+            {"name": "acme", "api_keys": [{"key": KEY, "type": "WORKSPACE_EXPORT_METRICS"},
+                                          {"key": INVOKE_KEY, "type": "WORKSPACE_INVOKE"}]},
+            {"name": "other", "api_keys": [{"key": OTHER_KEY, "type": "WORKSPACE_MANAGE_ALL"}]},
+        ],
+        "models": [
+            {"id": "m1", "name": "llama", "organization": "acme",
+             "deployments": [{"id": "d1", "name": "v1"}, {"id": "d2", "name": "v2"}],
+             "environments": [{"name": "production", "promotions": [
+                 {"deployment": "d1", "at": "2025-12-31T00:00:00Z"},
+                 {"deployment": "d2", "at": "2026-01-01T00:00:45Z"}]}]},
+            {"id": "m2", "name": "other-model", "organization": "other", "deployments": [{"id": "x1"}]},
+        ],
+    })
+
+
+def _data() -> MemoryStore:
+    return store_with(
+        series(GAUGE, [(s, 2) for s in range(0, 120, 10)], deployment_id="d1"),
+        series(GAUGE, [(s, 5) for s in range(0, 120, 10)], deployment_id="d2"),
+        series(REQ, [(0, 0), (30, 10), (60, 20), (90, 30)], deployment_id="d1", status_code="200"),
+        series(REQ, [(0, 0), (30, 1), (60, 4), (90, 4)], deployment_id="d2", status_code="500"),
+    )
+
+
+@pytest.fixture
+def client(tmp_path) -> Iterator[TestClient]:
+    app = create_app(config(tmp_path), scrape=False, clock=lambda: at(120), store=_data())
+    with TestClient(app) as c:
+        yield c
+
+
+def get(client, path, key=KEY, scheme="Api-Key", **params):
+    headers = {"Authorization": f"{scheme} {key}"} if key else {}
+    return client.get(path, params=params, headers=headers)
+
+
+ENV = "/v1/models/m1/environments/production/metrics"
+
+
+def test_series_split_at_promotion_validates_against_spec(client, metrics_response_validator):
+    resp = get(client, ENV, mode="SERIES", start_epoch_millis=T0, end_epoch_millis=at(120),
+               metrics=[GAUGE, REQ])
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    metrics_response_validator.validate(body)
+    assert body["step_seconds"] == 30
+    assert [v["start_epoch_millis"] - T0 for v in body["metric_values"]] == [0, 30_000, 45_000, 60_000, 90_000]
+    gauges = [v["values"][0] for v in body["metric_values"]]
+    assert gauges == [[2.0], [2.0], [5.0], [5.0], [5.0]]
+    reqs = [v["values"][1] for v in body["metric_values"]]
+    # d1 serves [0, 45): +10 at 30 s; d2 from 45 s: no sample in [45, 60) (null, no up series),
+    # +3 at 60 s, +0 at 90 s
+    assert reqs == [[0.0, 0.0, 0.0], [10.0, 0.0, 0.0], [None, None, None], [0.0, 0.0, 3.0], [0.0, 0.0, 0.0]]
+
+
+def test_bearer_and_api_key_both_work(client):
+    a = get(client, ENV, scheme="Bearer", mode="SUMMARY", start_epoch_millis=T0, end_epoch_millis=at(120))
+    b = get(client, ENV, scheme="Api-Key", mode="SUMMARY", start_epoch_millis=T0, end_epoch_millis=at(120))
+    assert a.status_code == b.status_code == 200
+    assert a.json() == b.json()
+
+
+def test_deployment_scope_reads_one_deployment(client, metrics_response_validator):
+    resp = get(client, "/v1/models/m1/deployments/d2/metrics", mode="SUMMARY",
+               start_epoch_millis=T0, end_epoch_millis=at(120), metrics=REQ)
+    body = resp.json()
+    metrics_response_validator.validate(body)
+    assert body["metric_values"][0]["values"] == [[0.0, 0.0, 4.0]]
+
+
+def test_current_mode(client, metrics_response_validator):
+    body = get(client, ENV, mode="CURRENT").json()
+    metrics_response_validator.validate(body)
+    assert body["start_epoch_millis"] == at(120) - 300_000 and body["step_seconds"] is None
+    assert body["metric_values"][0]["values"][0] == [5.0]  # only d2 serves now
+
+
+@pytest.mark.parametrize(("params", "needle"), [
+    ({"mode": "CURRENT", "start_epoch_millis": T0}, "CURRENT takes no start_epoch_millis"),
+    ({"mode": "SERIES", "start_epoch_millis": T0, "end_epoch_millis": T0 + 8 * 86_400_000}, "7 days"),
+    ({"mode": "SERIES", "start_epoch_millis": at(60), "end_epoch_millis": at(0)}, "must be earlier"),
+    ({"mode": "SUMMARY", "metrics": ["baseten_nope", REQ, "also_bad"]}, "baseten_nope, also_bad"),
+    ({"mode": "WEEKLY"}, "mode"),
+    ({"mode": "SERIES", "start_epoch_millis": "yesterday"}, "start_epoch_millis"),
+])
+def test_bad_input_is_400_saying_what_to_fix(client, params, needle):
+    resp = get(client, ENV, **params)
+    assert resp.status_code == 400
+    assert needle in resp.json()["error"]
+
+
+def test_missing_and_bad_keys_are_401(client):
+    assert get(client, ENV, key=None).status_code == 401
+    assert "Authorization" in get(client, ENV, key=None).json()["error"]
+    assert get(client, ENV, key="not-a-key").status_code == 401
+
+
+def test_other_organizations_model_is_404(client):
+    resp = get(client, "/v1/models/m2/environments/production/metrics")
+    assert resp.status_code == 404 and "m2" in resp.json()["error"]
+    assert get(client, ENV, key=OTHER_KEY).status_code == 404
+
+
+def test_unknown_environment_and_deployment_are_404(client):
+    assert get(client, "/v1/models/m1/environments/staging/metrics").status_code == 404
+    assert get(client, "/v1/models/m1/deployments/d9/metrics").status_code == 404
+
+
+def test_invoke_key_cannot_read_metrics(client):
+    assert get(client, ENV, key=INVOKE_KEY).status_code == 403
+
+
+def test_own_metrics_count_queries(client):
+    get(client, ENV, mode="SUMMARY")
+    text = client.get("/metrics").text
+    assert 'servemetrics_query_duration_seconds_count{mode="SUMMARY"} 1.0' in text
