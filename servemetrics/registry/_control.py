@@ -36,7 +36,8 @@ class ControlMixin(EnvironmentsMixin):
             new_percent = percent if percent is not None else forced
             new_percent = running.percent_traffic_to_new_version if new_percent is None else new_percent
             if status is None:
-                status = "PAUSED" if running.status == "PAUSED" and new_percent < 100 else status_for(new_percent)
+                keep_paused = action == "STEP" and running.status == "PAUSED" and new_percent < 100
+                status = "PAUSED" if keep_paused else status_for(new_percent)
             ended = at if status in t.TERMINAL_PROMOTION_STATUSES else None
             conn.execute(t.promotions.update().where(t.promotions.c.id == running.id).values(
                 status=status, percent_traffic_to_new_version=new_percent, ended_at_ms=ended))  # fmt: skip
