@@ -181,9 +181,10 @@ class Config(_Strict):
     organizations: list[OrganizationConfig] = []
     models: list[ModelConfig] = []
 
-    @field_validator("listen")
+    @field_validator("listen", mode="before")
     @classmethod
-    def _listen(cls, value: str) -> str:
+    def _listen(cls, value: Any) -> str:
+        value = str(value)
         host, _, port = value.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"{value!r} is not host:port; write e.g. 127.0.0.1:8321 or 0.0.0.0:8321")
