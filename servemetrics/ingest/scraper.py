@@ -5,6 +5,12 @@ offset derived from a hash of its URL (spreads load; "jitter"), with a timeout; 
 error, timeout, malformed exposition) stores nothing but ``up`` = 0 (regression case C7), a good one
 stores its samples and ``up`` = 1. Labels from the registry (``model_id``, ``deployment_id``,
 ``replica`` ...) are attached by the adapters.
+
+New counter series: ``prometheus_client`` creates a labelled counter child at its first increment, so a
+series such as ``requests_total{status_code="503"}`` first appears with value 2, not 0. Without help the
+first increments are never counted (no extrapolation). Like Prometheus' created-timestamp zero
+ingestion, a counter-like series (``_total``, ``_bucket``, ``_sum``, ``_count``) that appears in a target
+already scraped successfully gets a 0 sample 1 ms after that earlier scrape: it did not exist then.
 """
 
 from __future__ import annotations
@@ -23,10 +29,11 @@ from servemetrics.ingest.adapters import adapt
 from servemetrics.ingest.exposition import ExpositionError, parse_exposition
 from servemetrics.ingest.samples import Sample, SampleBatch
 from servemetrics.selfmetrics import SelfMetrics
-from servemetrics.types import labels_of
+from servemetrics.types import SeriesKey, labels_of
 
 log = logging.getLogger(__name__)
 
+COUNTER_SUFFIXES = ("_total", "_bucket", "_sum", "_count")
 ACCEPT = "text/plain;version=0.0.4;q=1.0,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1"
 """Prefer the text format: prometheus_client's OpenMetrics writer mangles ``vllm:`` names."""
 
@@ -87,12 +94,15 @@ class Scraper:
         self._metrics = metrics
         self._tasks: dict[Target, asyncio.Task[None]] = {}
         self.last: dict[str, ScrapeResult] = {}
+        self._seen: dict[str, tuple[int, set[SeriesKey]]] = {}
 
     async def scrape_once(self, target: Target, now_ms: int | None = None) -> ScrapeResult:
         """Scrape ``target`` once and store the result; never raises for a bad target."""
         ts = int(time.time() * 1000) if now_ms is None else now_ms
         started = time.perf_counter()
         result = await self._fetch_and_parse(target, ts)
+        if result.up:
+            result.samples = self._with_created_zeros(target.url, ts, result.samples)
         up = Sample("up", labels_of({**target.label_dict, "instance": target.url}), 1.0 if result.up else 0.0, ts)
         batch = SampleBatch.from_samples([*result.samples, up])
         result.stored = await anyio.to_thread.run_sync(self._append, batch)
@@ -111,6 +121,17 @@ class Scraper:
             log.warning(message)
             return ScrapeResult(up=False, error=message)
         return ScrapeResult(up=True, duplicates=parsed.duplicates, samples=samples)
+
+    def _with_created_zeros(self, url: str, ts: int, samples: list[Sample]) -> list[Sample]:
+        previous = self._seen.get(url)
+        keys = {s.key for s in samples}
+        self._seen[url] = (ts, keys)
+        if previous is None:
+            return samples
+        prev_ts, prev_keys = previous
+        zeros = [Sample(s.name, s.labels, 0.0, prev_ts + 1) for s in samples
+                 if s.key not in prev_keys and s.name.endswith(COUNTER_SUFFIXES) and prev_ts + 1 < s.ts_ms]
+        return zeros + samples if zeros else samples
 
     def _observe(self, target: Target, result: ScrapeResult, seconds: float) -> None:
         if self._metrics is None:

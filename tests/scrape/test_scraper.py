@@ -119,3 +119,24 @@ def test_offsets_are_stable_and_inside_the_interval():
     assert offset_s("http://a/metrics", 15) == offset_s("http://a/metrics", 15)
     assert 0 <= offset_s("http://b/metrics", 15) < 15
     assert offset_s("http://a/metrics", 15) != offset_s("http://b/metrics", 15)
+
+
+def test_counter_series_new_in_a_known_target_starts_from_zero(exporter: Exporter):
+    """A labelled counter child created between two scrapes counts its first increments."""
+    target = Target(exporter.url, LABELS)
+    store = MemoryStore()
+    exporter.body = (b"# TYPE baseten_inference_requests_total counter\n"
+                     b'baseten_inference_requests_total{status_code="200"} 5\n')
+
+    async def go():
+        async with httpx.AsyncClient() as client:
+            scraper = Scraper(client, store.append)
+            await scraper.scrape_once(target, T0)
+            exporter.body += b'baseten_inference_requests_total{status_code="503"} 2\n'
+            await scraper.scrape_once(target, T0 + 15_000)
+
+    anyio.run(go)
+    res = store.select(Selection("baseten_inference_requests_total", Reducer.INCREASE,
+                                 (ValueSet(T0, T0 + 30_000, frozenset({"d1"})),), group_by=("status_code",)))
+    assert res[("503",)][0].total == 2.0  # zero injected at T0 + 1 ms, then 2 at T0 + 15 s
+    assert res[("200",)][0].total == 0.0  # present from the first scrape: no zero injected

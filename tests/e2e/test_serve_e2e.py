@@ -1,0 +1,157 @@
+"""End to end: the real `servemetrics serve` process scrapes a real replica process; all three modes over HTTP.
+
+The replica (examples/replica.py) records requests when told (POST /observe), so the totals are exact.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from tests.conftest import REPO_ROOT
+
+pytestmark = pytest.mark.e2e
+KEY = "e2e-metrics-key"
+AUTH = {"Authorization": f"Bearer {KEY}"}
+REQ = "baseten_inference_requests_total"
+E2E = "baseten_end_to_end_response_time_seconds"
+CPU = "baseten_container_cpu_usage_seconds_total"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, deadline_s: float = 30.0) -> None:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        try:
+            if httpx.get(url, timeout=1.0).status_code < 500:
+                return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise AssertionError(f"{url} did not come up within {deadline_s} s")
+
+
+def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "wb") as out:  # the child keeps its own descriptor
+        return subprocess.Popen([sys.executable, *args], stdout=out, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory) -> Iterator[tuple[str, str, Path]]:
+    tmp = tmp_path_factory.mktemp("e2e")
+    rport, sport = free_port(), free_port()
+    replica = start(["examples/replica.py", "--port", str(rport)], tmp / "replica.log")
+    cfg = {
+        "listen": f"127.0.0.1:{sport}", "data_dir": str(tmp / "data"), "scrape_interval": "1s",
+        "scrape_timeout": "1s",
+        "organizations": [{"name": "acme", "api_keys": [{"key": KEY, "type": "WORKSPACE_MANAGE_ALL"}]}],
+        "models": [{"id": "m1", "name": "e2e", "organization": "acme",
+                    "deployments": [{"id": "d1", "replicas": [
+                        {"id": "r1", "targets": [f"http://127.0.0.1:{rport}/metrics"]}]}],
+                    "environments": [{"name": "production",
+                                      "promotions": [{"deployment": "d1", "at": "2026-01-01T00:00:00Z"}]}]}],
+    }
+    (tmp / "servemetrics.yaml").write_text(yaml.safe_dump(cfg))
+    service = start(["-m", "servemetrics", "serve", "--config", str(tmp / "servemetrics.yaml")], tmp / "serve.log")
+    try:
+        wait_http(f"http://127.0.0.1:{rport}/metrics")
+        wait_http(f"http://127.0.0.1:{sport}/healthz")
+        yield f"http://127.0.0.1:{sport}", f"http://127.0.0.1:{rport}", tmp
+    finally:
+        stop(service)
+        stop(replica)
+
+
+def scrapes_after(base: str, t_ms: int, timeout_s: float = 20.0) -> None:
+    """Wait until the service has stored a scrape newer than ``t_ms`` (replicas gauge CURRENT)."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        body = httpx.get(f"{base}/v1/models/m1/deployments/d1/metrics", headers=AUTH,
+                         params={"mode": "SERIES", "start_epoch_millis": t_ms,
+                                 "end_epoch_millis": int(time.time() * 1000)}).json()
+        if any(v["values"] and v["values"][0][0] is not None for v in body.get("metric_values", [])):
+            return
+        time.sleep(0.2)
+    raise AssertionError("no scrape stored in time")
+
+
+def metric(body: dict, name: str) -> list[list[float | None]]:
+    i = [d["name"] for d in body["metric_descriptors"]].index(name)
+    return [vs["values"][i] for vs in body["metric_values"]]
+
+
+def test_all_three_modes_over_http(running, metrics_response_validator):
+    base, replica, _ = running
+    t0 = int(time.time() * 1000)
+    scrapes_after(base, t0)  # a baseline scrape before any request
+    time.sleep(1.2)
+    t1 = int(time.time() * 1000)
+    scrapes_after(base, t1)
+    httpx.post(f"{replica}/observe", params={"status": "200", "seconds": "0.3", "count": "6"})
+    httpx.post(f"{replica}/observe", params={"status": "503", "seconds": "4", "count": "2"})
+    t2 = int(time.time() * 1000)
+    time.sleep(2.5)
+    scrapes_after(base, t2)
+    time.sleep(1.2)
+    end = int(time.time() * 1000)
+    params = {"start_epoch_millis": t0 - 60_000, "end_epoch_millis": end, "metrics": [REQ, E2E, CPU,
+                                                                                      "baseten_replicas_active"]}
+
+    summary = httpx.get(f"{base}/v1/models/m1/environments/production/metrics", headers=AUTH,
+                        params={**params, "mode": "SUMMARY"}).json()
+    metrics_response_validator.validate(summary)
+    assert metric(summary, REQ) == [[6.0, 0.0, 2.0]]
+    # 6 in (0.25, 0.5] and 2 in (2.5, 5]: p50 rank 4 -> 0.25 + 0.25 * 4/6; p90/p95/p99 in (2.5, 5]
+    [[p50, p90, p95, p99, avg]] = metric(summary, E2E)
+    assert p50 == pytest.approx(0.25 + 0.25 * 4 / 6)
+    assert p90 == pytest.approx(2.5 + 2.5 * (7.2 - 6) / 2)
+    assert p99 == pytest.approx(2.5 + 2.5 * (7.92 - 6) / 2)
+    assert avg == pytest.approx((6 * 0.3 + 2 * 4) / 8)
+    assert metric(summary, "baseten_replicas_active") == [[1.0]]
+    [[cores]] = metric(summary, CPU)
+    assert cores is not None and 0 <= cores < 2  # the replica's real CPU use (process collector)
+
+    series = httpx.get(f"{base}/v1/models/m1/environments/production/metrics", headers=AUTH,
+                       params={**params, "mode": "SERIES"}).json()
+    metrics_response_validator.validate(series)
+    assert series["step_seconds"] == 30
+    totals = [sum(v for v in row if v is not None) for row in metric(series, REQ)]
+    assert sum(totals) == 8.0  # counter increases are conserved across steps
+
+    current = httpx.get(f"{base}/v1/models/m1/environments/production/metrics", headers=AUTH,
+                        params={"mode": "CURRENT", "metrics": [REQ, "baseten_replicas_active"]}).json()
+    metrics_response_validator.validate(current)
+    assert metric(current, "baseten_replicas_active") == [[1.0]]
+    assert metric(current, REQ) == [[6.0, 0.0, 2.0]]  # within the last 5 minutes
+
+
+def test_own_metrics_show_scrapes(running):
+    base, _, _ = running
+    text = httpx.get(f"{base}/metrics").text
+    assert 'servemetrics_scrapes_total{result="ok"}' in text
+    ok = [line for line in text.splitlines() if line.startswith('servemetrics_scrapes_total{result="ok"}')]
+    assert float(ok[0].split()[-1]) >= 2
