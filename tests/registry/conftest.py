@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from servemetrics.registry import Registry
-from tests.conftest_pg import fresh_pg_url, pg_url  # noqa: F401  (fixture, also registered as a plugin)
+from tests.conftest_pg import fresh_pg_url  # `pg_url` comes from the plugin registered in tests/conftest.py
 
 
 class Clock:
