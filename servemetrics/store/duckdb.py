@@ -1,0 +1,371 @@
+"""``DuckDBStore``: the embedded default ``Store``, one DuckDB file (schema in ``duckdb_schema``).
+
+Appends go to ``head`` (one row per sample, inserted from Arrow); once the newest sample is
+``CHUNK_MS + GRACE_MS`` past the sealed boundary, whole chunks of ``head`` are sealed: encoded per series
+into ``chunks`` (about 1 byte per sample) with their ``rollups``, and removed from ``head``. Samples older
+than the sealed boundary (backfill, late scrapes) are merged into their chunks, which are rewritten.
+One writer at a time (a lock); every read runs in its own cursor and transaction, so API reads see a
+consistent snapshot while ingest writes. Semantics are those of ``servemetrics.store.base``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from servemetrics.ingest.samples import SampleBatch
+from servemetrics.store import duckdb_query as query
+from servemetrics.store.base import Selection, SelectResult, StoreStats, check_value_sets
+from servemetrics.store.duckdb_schema import CHUNK_MS, DDL, HOT_LABELS, ROLLUP_MS, build_rows, decode_chunks
+from servemetrics.types import SeriesKey
+
+GRACE_MS = 10 * 60 * 1000
+"""Chunks are sealed once the newest sample is this far past their end (late scrapes stay in ``head``)."""
+
+_NO_TS = np.iinfo(np.int64).min
+
+
+def _ids_sql(ids: np.ndarray) -> str:
+    return ",".join(str(int(i)) for i in ids) or "NULL"
+
+
+def _ranges_sql(col: str, ranges: query.Ranges) -> str:
+    return " OR ".join(f"({col} >= {int(lo)} AND {col} < {int(hi)})" for lo, hi in ranges) or "FALSE"
+
+
+class DuckDBStore:
+    """A ``Store`` in one DuckDB file at ``path`` (created when missing)."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._con = duckdb.connect(str(self.path))
+        for stmt in DDL:
+            self._con.execute(stmt)
+        self._lock = threading.Lock()
+        self._keys: list[SeriesKey] = []
+        self._ids: dict[SeriesKey, int] = {}
+        self._labels: list[dict[str, str]] = []
+        self._by_name: dict[str, tuple[int, ...]] = {}
+        for sid, name, labels in self._con.execute("SELECT id, name, labels FROM series ORDER BY id").fetchall():
+            assert sid == len(self._keys)
+            self._add_key(name, tuple((k, v) for k, v in json.loads(labels)))
+        self._max_ts = np.full(len(self._keys), _NO_TS, dtype=np.int64)
+        for sql in ("SELECT series_id, max(ts) FROM head GROUP BY 1", "SELECT series_id, max(last_ts) FROM chunks GROUP BY 1"):
+            for sid, ts in self._con.execute(sql).fetchall():
+                self._max_ts[sid] = max(self._max_ts[sid], ts)
+        self._newest = int(self._max_ts.max()) if self._max_ts.size else _NO_TS
+        row = self._con.execute("SELECT value FROM meta WHERE key = 'sealed_until'").fetchone()
+        self._sealed_until: int | None = None if row is None else int(row[0])
+        self._closed = False
+
+    # -- series --------------------------------------------------------------------------------------
+
+    def _add_key(self, name: str, labels: tuple[tuple[str, str], ...]) -> int:
+        sid = len(self._keys)
+        self._keys.append((name, labels))
+        self._ids[(name, labels)] = sid
+        self._labels.append(dict(labels))
+        self._by_name[name] = (*self._by_name.get(name, ()), sid)
+        return sid
+
+    def _resolve(self, keys: list[SeriesKey]) -> np.ndarray:
+        """Store ids of ``keys``, creating rows for new series."""
+        out = np.empty(len(keys), dtype=np.uint32)
+        new: list[tuple[object, ...]] = []
+        for i, (name, labels) in enumerate(keys):
+            sid = self._ids.get((name, labels))
+            if sid is None:
+                sid = self._add_key(name, labels)
+                lab = dict(labels)
+                new.append((sid, name, json.dumps(labels), *(lab.get(h) for h in HOT_LABELS)))
+            out[i] = sid
+        if new:
+            self._con.executemany("INSERT INTO series VALUES (?, ?, ?, ?, ?, ?)", new)
+            self._max_ts = np.concatenate([self._max_ts, np.full(len(new), _NO_TS, dtype=np.int64)])
+        return out
+
+    # -- writes --------------------------------------------------------------------------------------
+
+    def append(self, batch: SampleBatch) -> int:
+        """Store ``batch`` (columnar, from Arrow); return how many samples were new (first write wins)."""
+        if len(batch) == 0:
+            return 0
+        with self._lock:
+            self._check_open()
+            ids = self._resolve(batch.series)
+            sid = ids[np.asarray(batch.series_index, dtype=np.int64)]
+            ts = np.asarray(batch.ts_ms, dtype=np.int64)
+            val = np.asarray(batch.values, dtype=np.float64)
+            order = np.lexsort((ts, sid))  # stable: the first of equal (series, ts) stays first
+            sid, ts, val = sid[order], ts[order], val[order]
+            keep = np.ones(ts.size, dtype=bool)
+            keep[1:] = (sid[1:] != sid[:-1]) | (ts[1:] != ts[:-1])
+            sid, ts, val = sid[keep], ts[keep], val[keep]
+            self._con.begin()
+            try:
+                if self._sealed_until is None:
+                    self._set_sealed_until(int(ts.min()) // CHUNK_MS * CHUNK_MS)
+                assert self._sealed_until is not None
+                old = ts < self._sealed_until
+                added = self._merge_sealed(sid[old], ts[old], val[old]) if old.any() else 0
+                added += self._append_head(sid[~old], ts[~old], val[~old])
+                self._seal()
+                self._con.commit()
+            except BaseException:
+                self._con.rollback()
+                raise
+            return added
+
+    def _append_head(self, sid: np.ndarray, ts: np.ndarray, val: np.ndarray) -> int:
+        if ts.size == 0:
+            return 0
+        check = ts <= self._max_ts[sid]
+        if check.any():
+            cand = pa.table({"i": np.flatnonzero(check), "sid": sid[check], "ts": ts[check]})
+            self._con.register("_cand", cand)
+            dup = self._con.execute(
+                "SELECT c.i FROM _cand c SEMI JOIN head h ON h.series_id = c.sid AND h.ts = c.ts"
+            ).fetchnumpy()["i"]
+            self._con.unregister("_cand")
+            if dup.size:
+                mask = np.ones(ts.size, dtype=bool)
+                mask[dup] = False
+                sid, ts, val = sid[mask], ts[mask], val[mask]
+        tbl = pa.table({"series_id": pa.array(sid, pa.uint32()), "ts": ts, "value": val})
+        self._con.register("_new", tbl)
+        self._con.execute("INSERT INTO head SELECT * FROM _new")
+        self._con.unregister("_new")
+        np.maximum.at(self._max_ts, sid, ts)
+        self._newest = max(self._newest, int(ts.max()))
+        return int(ts.size)
+
+    def _set_sealed_until(self, ts: int) -> None:
+        self._sealed_until = ts
+        self._con.execute("INSERT OR REPLACE INTO meta VALUES ('sealed_until', ?)", [ts])
+
+    def _seal(self) -> None:
+        """Move whole chunks that are ``GRACE_MS`` old from ``head`` into ``chunks`` and ``rollups``."""
+        assert self._sealed_until is not None
+        until = (self._newest - GRACE_MS) // CHUNK_MS * CHUNK_MS
+        if until <= self._sealed_until:
+            return
+        rows = self._con.execute(
+            "SELECT series_id, ts, value FROM head WHERE ts < ? ORDER BY series_id, ts", [until]
+        ).fetchnumpy()
+        sid, ts, val = rows["series_id"], rows["ts"], rows["value"]
+        prev = self._con.execute(
+            "SELECT series_id, max(last_ts), arg_max(last_val, last_ts) FROM chunks GROUP BY 1"
+        ).fetchall()
+        self._write_rows(sid, ts, val, {p[0]: p[1] for p in prev}, {p[0]: p[2] for p in prev})
+        self._con.execute("DELETE FROM head WHERE ts < ?", [until])
+        self._set_sealed_until(until)
+
+    def _write_rows(self, sid, ts, val, prev_ts: dict[int, int], prev_val: dict[int, float]) -> None:
+        chunks, rollups = build_rows(sid, ts, val, prev_ts, prev_val)
+        self._con.register("_chunks", chunks)
+        self._con.register("_rollups", rollups)
+        self._con.execute("INSERT INTO chunks SELECT * FROM _chunks")
+        self._con.execute("INSERT INTO rollups SELECT * FROM _rollups")
+        self._con.unregister("_chunks")
+        self._con.unregister("_rollups")
+
+    def _merge_sealed(self, sid: np.ndarray, ts: np.ndarray, val: np.ndarray) -> int:
+        """Merge samples older than the sealed boundary into their chunks (rewritten, with the next one)."""
+        touched = {(int(s), int(c)) for s, c in zip(sid, ts // CHUNK_MS * CHUNK_MS, strict=True)}
+        ids = np.unique(sid)
+        meta = self._con.execute(
+            f"SELECT series_id, start, last_ts, last_val FROM chunks WHERE series_id IN ({_ids_sql(ids)})"
+            " ORDER BY series_id, start"
+        ).fetchall()
+        existing: dict[int, list[tuple[int, int, float]]] = {}
+        for s, start, last_ts, last_val in meta:
+            existing.setdefault(s, []).append((start, last_ts, last_val))
+        load: set[tuple[int, int]] = set()
+        prev_ts: dict[int, int] = {}
+        prev_val: dict[int, float] = {}
+        for s in ids.tolist():
+            chunks = existing.get(s, [])
+            mine = sorted(c for t, c in touched if t == s)
+            starts = [c[0] for c in chunks]
+            for c in mine:  # the chunk itself and the next one (its first bucket's previous sample moves)
+                k = int(np.searchsorted(starts, c))
+                nxt = k + 1 if k < len(starts) and starts[k] == c else k
+                load.update((s, starts[x]) for x in {k, nxt} if x < len(starts))
+            k = int(np.searchsorted(starts, mine[0]))
+            if k > 0:
+                prev_ts[s], prev_val[s] = chunks[k - 1][1], chunks[k - 1][2]
+        e_sid, e_ts, e_val = self._load_chunks(load)
+        all_sid = np.concatenate([e_sid, sid])
+        all_ts = np.concatenate([e_ts, ts])
+        all_val = np.concatenate([e_val, val])
+        order = np.lexsort((all_ts, all_sid))  # stable: stored samples come first and win
+        all_sid, all_ts, all_val = all_sid[order], all_ts[order], all_val[order]
+        keep = np.ones(all_ts.size, dtype=bool)
+        keep[1:] = (all_sid[1:] != all_sid[:-1]) | (all_ts[1:] != all_ts[:-1])
+        self._delete_chunks(load)
+        self._write_rows(all_sid[keep], all_ts[keep], all_val[keep], prev_ts, prev_val)
+        np.maximum.at(self._max_ts, sid, ts)
+        return int(keep.sum()) - int(e_ts.size)
+
+    def _load_chunks(self, keys: set[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if not keys:
+            return decode_chunks(np.zeros(0, np.uint32), [], [])
+        k = pa.table({"s": pa.array([a for a, _ in keys], pa.uint32()), "c": [b for _, b in keys]})
+        self._con.register("_keys", k)
+        rows = self._con.execute(
+            "SELECT series_id, ts_enc, val_enc FROM chunks JOIN _keys ON series_id = s AND start = c"
+        ).fetchall()
+        self._con.unregister("_keys")
+        return decode_chunks(np.array([r[0] for r in rows], np.uint32), [r[1] for r in rows], [r[2] for r in rows])
+
+    def _delete_chunks(self, keys: set[tuple[int, int]]) -> None:
+        if not keys:
+            return
+        k = pa.table({"s": pa.array([a for a, _ in keys], pa.uint32()), "c": [b for _, b in keys]})
+        self._con.register("_keys", k)
+        self._con.execute("DELETE FROM chunks WHERE (series_id, start) IN (SELECT (s, c) FROM _keys)")
+        self._con.execute(
+            f"DELETE FROM rollups WHERE (series_id, bucket // {CHUNK_MS} * {CHUNK_MS}) IN (SELECT (s, c) FROM _keys)"
+        )
+        self._con.unregister("_keys")
+
+    def delete_before(self, ts_ms: int) -> int:
+        """Drop samples older than ``ts_ms`` (retention); return how many were dropped."""
+        with self._lock:
+            self._check_open()
+            self._con.begin()
+            try:
+                dropped = self._delete_before(int(ts_ms))
+                self._con.commit()
+            except BaseException:
+                self._con.rollback()
+                raise
+            return dropped
+
+    def _delete_before(self, cut: int) -> int:
+        con = self._con
+        dropped = int(con.execute("SELECT count(*) FROM head WHERE ts < ?", [cut]).fetchone()[0])  # type: ignore[index]
+        con.execute("DELETE FROM head WHERE ts < ?", [cut])
+        dropped += int(con.execute("SELECT coalesce(sum(n), 0) FROM chunks WHERE last_ts < ?", [cut]).fetchone()[0])  # type: ignore[index]
+        con.execute("DELETE FROM chunks WHERE last_ts < ?", [cut])
+        straddle = {(int(s), int(c)) for s, c in con.execute("SELECT series_id, start FROM chunks WHERE start < ?", [cut]).fetchall()}
+        con.execute(f"DELETE FROM rollups WHERE bucket < {cut // CHUNK_MS * CHUNK_MS + CHUNK_MS} AND bucket + last_off < ?", [cut])
+        if straddle:
+            sid, ts, val = self._load_chunks(straddle)
+            order = np.lexsort((ts, sid))
+            sid, ts, val = sid[order], ts[order], val[order]
+            live = ts >= cut
+            dropped += int((~live).sum())
+            self._delete_chunks(straddle)
+            self._write_rows(sid[live], ts[live], val[live], {}, {})
+        con.execute("UPDATE rollups SET first_inc = NULL, prev_age = NULL WHERE bucket - prev_age < ?", [cut])
+        return dropped
+
+    def apply_retention(self, now_ms: int, retention_ms: int) -> int:
+        """Drop samples older than ``now_ms - retention_ms``; return how many were dropped."""
+        return self.delete_before(now_ms - retention_ms)
+
+    # -- reads ---------------------------------------------------------------------------------------
+
+    def select(self, selection: Selection) -> SelectResult:
+        """Evaluate ``selection`` (semantics in ``servemetrics.store.base``) in a snapshot."""
+        check_value_sets(selection.value_sets)
+        self._check_open()
+        matchers = selection.matchers
+        labels = self._labels
+        sids = np.array(
+            [s for s in self._by_name.get(selection.name, ()) if all(labels[s].get(k) == v for k, v in matchers)],
+            dtype=np.uint32,
+        )
+        if sids.size == 0 or not selection.value_sets:
+            return {}
+        cur = self._con.cursor()
+        try:
+            cur.begin()
+            row = cur.execute("SELECT value FROM meta WHERE key = 'sealed_until'").fetchone()
+            sealed = _NO_TS if row is None else int(row[0])
+            value, has = query.evaluate(
+                selection,
+                sids,
+                ROLLUP_MS,
+                sealed,
+                lambda ranges: self._read_raw(cur, sids, ranges, sealed),
+                lambda lo, hi: self._read_rollups(cur, sids, lo, hi),
+            )
+            cur.commit()
+        finally:
+            cur.close()
+        groups = [tuple(labels[s].get(g, "") for g in selection.group_by) for s in sids.tolist()]
+        deps = [labels[s].get("deployment_id") for s in sids.tolist()]
+        return query.group_cells(selection, groups, deps, value, has)
+
+    @staticmethod
+    def _read_raw(cur, sids: np.ndarray, ranges: query.Ranges, sealed: int):
+        ids = _ids_sql(sids)
+        parts = []
+        old = [(lo // CHUNK_MS * CHUNK_MS, min(hi, sealed)) for lo, hi in ranges if lo < sealed]
+        if old:
+            rows = cur.execute(
+                f"SELECT series_id, ts_enc, val_enc FROM chunks WHERE series_id IN ({ids}) AND ({_ranges_sql('start', old)})"
+            ).fetchall()
+            s, t, v = decode_chunks(np.array([r[0] for r in rows], np.uint32), [r[1] for r in rows], [r[2] for r in rows])
+            starts = np.array([lo for lo, _ in ranges], dtype=np.int64)
+            ends = np.array([hi for _, hi in ranges], dtype=np.int64)
+            pos = np.searchsorted(starts, t, side="right") - 1
+            inside = (pos >= 0) & (t < ends[np.maximum(pos, 0)])
+            parts.append((s[inside], t[inside], v[inside]))
+        new = [(max(lo, sealed), hi) for lo, hi in ranges if hi > sealed]
+        if new:
+            r = cur.execute(
+                f"SELECT series_id, ts, value FROM head WHERE series_id IN ({ids}) AND ({_ranges_sql('ts', new)})"
+            ).fetchnumpy()
+            parts.append((r["series_id"], r["ts"], r["value"]))
+        if not parts:
+            return np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(0)
+        return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
+
+    @staticmethod
+    def _read_rollups(cur, sids: np.ndarray, lo: int, hi: int) -> dict[str, np.ndarray]:
+        r = cur.execute(
+            "SELECT series_id, bucket, n, sum, inc, coalesce(first_inc, 0) AS first_inc,"
+            " coalesce(prev_age, -1) AS prev_age, last_off, last_val FROM rollups"
+            f" WHERE series_id IN ({_ids_sql(sids)}) AND bucket >= ? AND bucket < ? ORDER BY series_id, bucket",
+            [lo, hi],
+        ).fetchnumpy()
+        return {k: np.asarray(v) for k, v in r.items()}
+
+    # -- housekeeping --------------------------------------------------------------------------------
+
+    def checkpoint(self) -> None:
+        """Write the WAL into the database file."""
+        with self._lock:
+            self._con.execute("CHECKPOINT")
+
+    def stats(self) -> StoreStats:
+        """Series and sample counts, bytes on disk (file and WAL), and how many samples are in ``head``."""
+        cur = self._con.cursor()
+        try:
+            head = int(cur.execute("SELECT count(*) FROM head").fetchone()[0])  # type: ignore[index]
+            sealed = int(cur.execute("SELECT coalesce(sum(n), 0) FROM chunks").fetchone()[0])  # type: ignore[index]
+        finally:
+            cur.close()
+        size = sum(p.stat().st_size for p in (self.path, Path(f"{self.path}.wal")) if p.exists())
+        return StoreStats(series=len(self._keys), samples=head + sealed, bytes=size, extra={"head_samples": head})
+
+    def close(self) -> None:
+        """Checkpoint and close the file; the store is unusable afterwards."""
+        with self._lock:
+            if not self._closed:
+                self._con.execute("CHECKPOINT")
+                self._con.close()
+                self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError("the store is closed")

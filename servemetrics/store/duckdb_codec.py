@@ -1,0 +1,122 @@
+"""Chunk codec of ``DuckDBStore``: one series' timestamps and values in a chunk as two small blobs.
+
+Timestamps: a regular grid (first, step, n) costs a 21-byte header and nothing per sample; otherwise the
+deltas are packed as integers. Values: when every value is an exact decimal with at most
+``MAX_DECIMALS`` digits (counters, percentages, byte counts), the scaled integers are packed either
+as they are (frame of reference) or as deltas, whichever needs fewer bytes; anything else is packed as
+the XOR of consecutive IEEE-754 bit patterns. Packing = subtract the minimum, keep the smallest byte
+width that holds the rest, transpose the bytes (all low bytes, then the next ...) and zstd them when
+that is smaller. Decoding returns exactly the values that were encoded.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import cramjam
+import numpy as np
+
+MAX_DECIMALS = 6
+_SCALES = [10.0**e for e in range(MAX_DECIMALS + 1)]
+_TS_HEAD = struct.Struct("<Bqqi")  # mode, first, step, n
+_INT_HEAD = struct.Struct("<BBBqqi")  # kind (0 for, 1 delta), width, zstd?, base, first, n
+_VAL_RAW = 255
+_WIDTHS = ((1, np.uint8), (2, np.uint16), (4, np.uint32), (8, np.uint64))
+
+
+def _pack(kind: int, base: int, first: int, rest: np.ndarray) -> bytes:
+    """Pack non-negative ``rest`` (uint64) with the smallest byte width, byte-transposed, maybe zstd."""
+    top = int(rest.max()) if rest.size else 0
+    width, dtype = next((w, d) for w, d in _WIDTHS if top < (1 << (8 * w)))
+    planes = rest.astype(dtype).view(np.uint8).reshape(-1, width).T.tobytes()
+    packed = bytes(cramjam.zstd.compress(planes, level=3)) if len(planes) > 64 else planes
+    use_zstd = len(packed) < len(planes)
+    body = packed if use_zstd else planes
+    return _INT_HEAD.pack(kind, width, use_zstd, base, first, rest.size) + body
+
+
+def _unpack(blob: bytes) -> tuple[int, int, int, np.ndarray]:
+    kind, width, use_zstd, base, first, n = _INT_HEAD.unpack_from(blob)
+    body = blob[_INT_HEAD.size :]
+    if use_zstd:
+        body = bytes(cramjam.zstd.decompress(body))
+    dtype = dict(_WIDTHS)[width]
+    planes = np.frombuffer(body, dtype=np.uint8).reshape(width, n)
+    rest = np.ascontiguousarray(planes.T).view(dtype).reshape(n).astype(np.uint64)
+    return kind, base, first, rest
+
+
+def encode_ints(x: np.ndarray) -> bytes:
+    """Pack an int64 array as frame of reference or as deltas, whichever is smaller."""
+    n = x.size
+    lo = int(x.min()) if n else 0
+    span = int(x.max()) - lo if n else 0
+    if n > 1:
+        d = np.diff(x)
+        dlo = int(d.min())
+        if int(d.max()) - dlo < span and int(d.max()) - dlo < (1 << 63):
+            return _pack(1, dlo, int(x[0]), (d - dlo).astype(np.uint64))
+    if span >= (1 << 63):  # does not fit: keep the bit patterns
+        return _pack(0, 0, 0, x.view(np.uint64))
+    return _pack(0, lo, 0, (x - lo).astype(np.uint64))
+
+
+def decode_ints(blob: bytes) -> np.ndarray:
+    """Inverse of ``encode_ints``."""
+    kind, base, first, rest = _unpack(blob)
+    if kind == 0:
+        return (rest.astype(np.int64) + np.int64(base)) if base or rest.size == 0 else rest.view(np.int64)
+    out = np.empty(rest.size + 1, dtype=np.int64)
+    out[0] = first
+    out[1:] = rest.astype(np.int64) + np.int64(base)
+    return np.cumsum(out)
+
+
+def encode_ts(ts: np.ndarray) -> bytes:
+    """Encode sorted int64 timestamps (a regular grid costs only the header)."""
+    n = ts.size
+    step = int(ts[1] - ts[0]) if n > 1 else 0
+    if n <= 2 or bool(np.all(np.diff(ts) == step)):
+        return _TS_HEAD.pack(0, int(ts[0]) if n else 0, step, n)
+    return _TS_HEAD.pack(1, int(ts[0]), 0, n) + encode_ints(np.diff(ts))
+
+
+def decode_ts(blob: bytes) -> np.ndarray:
+    """Inverse of ``encode_ts``."""
+    mode, first, step, n = _TS_HEAD.unpack_from(blob)
+    if mode == 0:
+        return first + step * np.arange(n, dtype=np.int64)
+    out = np.empty(n, dtype=np.int64)
+    out[0] = first
+    out[1:] = decode_ints(blob[_TS_HEAD.size :])
+    return np.cumsum(out)
+
+
+def decimals_needed(values: np.ndarray) -> np.ndarray:
+    """Per value: the fewest decimals (0..MAX_DECIMALS) that represent it exactly, or 255 for none."""
+    need = np.full(values.size, _VAL_RAW, dtype=np.uint8)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for e in range(MAX_DECIMALS, -1, -1):
+            scaled = np.rint(values * _SCALES[e])
+            ok = (np.abs(scaled) < 2.0**53) & (scaled / _SCALES[e] == values)
+            need[ok] = e
+    return need
+
+
+def encode_values(values: np.ndarray, decimals: int) -> bytes:
+    """Encode float64 values; ``decimals`` is the chunk's max of ``decimals_needed`` (255 = raw)."""
+    if decimals != _VAL_RAW:
+        ints = np.rint(values * _SCALES[decimals]).astype(np.int64)
+        return bytes([decimals]) + encode_ints(ints)
+    bits = values.view(np.uint64)
+    xor = np.bitwise_xor(bits, np.concatenate(([np.uint64(0)], bits[:-1])))
+    return bytes([_VAL_RAW]) + _pack(0, 0, 0, xor)
+
+
+def decode_values(blob: bytes) -> np.ndarray:
+    """Inverse of ``encode_values``."""
+    decimals = blob[0]
+    if decimals != _VAL_RAW:
+        return decode_ints(blob[1:]) / _SCALES[decimals]
+    _, _, _, xor = _unpack(blob[1:])
+    return np.bitwise_xor.accumulate(xor).view(np.float64)
