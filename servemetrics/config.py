@@ -20,7 +20,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, V
 from pydantic import model_validator
 
 from servemetrics.registry import keys as k
-from servemetrics.registry.records import Conflict, RegistryError
+from servemetrics.registry.records import RegistryError
 from servemetrics.registry.registry import Registry
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -301,13 +301,21 @@ def apply_config(config: Config, registry: Registry) -> None:
         _apply_model(model, registry)
 
 
+def _first_promotion_ms(model: ModelConfig, deployment: str | None = None) -> int | None:
+    """The earliest promotion time in the file (of ``deployment``, or of any), so that a model, deployment
+    or environment first seen now is dated no later than the history the file declares for it."""
+    times = [p.at for e in model.environments for p in e.promotions if deployment in (None, p.deployment)]
+    return min(times, default=None)
+
+
 def _apply_model(model: ModelConfig, registry: Registry) -> None:
-    registry.ensure_model(model.id, model.name or model.id, model.organization)
+    registry.ensure_model(model.id, model.name or model.id, model.organization, at_ms=_first_promotion_ms(model))
     for dep in model.deployments:
         it = dep.instance_type
         if registry.deployment(model.id, dep.id) is None:
             registry.create_deployment(model.id, dep.id, dep.name or dep.id, gpu_type=it.gpu_type,
-                                       gpu_count=it.gpu_count, instance_type=it.name)  # fmt: skip
+                                       gpu_count=it.gpu_count, instance_type=it.name,
+                                       at_ms=_first_promotion_ms(model, dep.id))  # fmt: skip
         else:
             registry.rename_deployment(model.id, dep.id, dep.name or dep.id)
             registry.set_instance_type(model.id, dep.id, it.gpu_type, it.gpu_count, it.name)
@@ -321,7 +329,9 @@ def _apply_model(model: ModelConfig, registry: Registry) -> None:
 
 def _apply_environment(model_id: str, env: EnvironmentConfig, registry: Registry) -> None:
     if registry.environment(model_id, env.name) is None:
-        registry.create_environment(model_id, env.name, promotion_settings={"rolling_deploy": env.rolling_deploy})
+        first = min((p.at for p in env.promotions), default=None)
+        registry.create_environment(model_id, env.name, promotion_settings={"rolling_deploy": env.rolling_deploy},
+                                    at_ms=first)  # fmt: skip
     else:
         registry.update_environment(model_id, env.name, promotion_settings={"rolling_deploy": env.rolling_deploy})
     recorded: set[tuple[str, int]] = set()
@@ -353,5 +363,5 @@ def _apply_promotion(registry: Registry, model_id: str, env_name: str, p: Promot
         else:
             registry.promote(model_id, env_name, p.deployment, percent=p.percent, rolling=p.percent < 100,
                              at_ms=p.at, supersede=True)  # fmt: skip
-    except (Conflict, RegistryError) as err:
+    except RegistryError as err:
         raise ConfigError(f"models[{model_id}].environments[{env_name}]: {err}") from None

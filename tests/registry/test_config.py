@@ -137,6 +137,8 @@ def test_apply_is_idempotent_and_builds_the_timeline(registry: Registry) -> None
     assert key is not None and key.model_ids == frozenset({"m1"}) and key.organization_name == "acme"
     d2 = registry.deployment("m1", "d2")
     assert d2 is not None and (d2.instance_type_name, d2.name) == ("2xH100", "v2")
+    deployed = [(e.at_ms, e.deployment_id) for e in registry.list_events("m1", 0, 10**15, ["DEPLOYED"])]
+    assert deployed == [(T0, "d1"), (T0 + 3_600_000, "d2")]  # dated by the file's first promotion of each
     with registry.engine.connect() as conn:
         stored = [str(v) for r in conn.execute(t.api_keys.select()) for v in r]
     assert not any("acme-manage-key-123" in v for v in stored)
