@@ -16,8 +16,16 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError, field_validator
-from pydantic import model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from servemetrics.registry import keys as k
 from servemetrics.registry.records import RegistryError
@@ -40,7 +48,9 @@ def parse_duration(value: Any) -> float:
     else:
         match = _DURATION.match(str(value))
         if not match:
-            raise ValueError(f"{value!r} is not a duration; write a number of seconds or e.g. 15s, 1m, 2h, 15d")
+            raise ValueError(
+                f"{value!r} is not a duration; write a number of seconds or e.g. 15s, 1m, 2h, 15d"
+            )
         seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
     if seconds <= 0:
         raise ValueError("a duration must be greater than 0")
@@ -158,8 +168,10 @@ class ModelConfig(_Strict):
         for env in self.environments:
             for p in env.promotions:
                 if p.deployment not in ids:
-                    raise ValueError(f"environment {env.name!r} promotes unknown deployment {p.deployment!r}; "
-                                     f"use one of the model's deployments: {', '.join(ids) or '(none)'}")
+                    raise ValueError(
+                        f"environment {env.name!r} promotes unknown deployment {p.deployment!r}; "
+                        f"use one of the model's deployments: {', '.join(ids) or '(none)'}"
+                    )
         return self
 
 
@@ -195,16 +207,20 @@ class Config(_Strict):
         if self.registry_url is None:
             object.__setattr__(self, "registry_url", f"sqlite:///{self.data_dir / 'registry.sqlite3'}")
         if self.scrape_timeout > self.scrape_interval:
-            raise ValueError(f"scrape_timeout ({self.scrape_timeout:g}s) must not exceed scrape_interval "
-                             f"({self.scrape_interval:g}s)")  # fmt: skip
+            raise ValueError(
+                f"scrape_timeout ({self.scrape_timeout:g}s) must not exceed scrape_interval "
+                f"({self.scrape_interval:g}s)"
+            )
         orgs = [o.name for o in self.organizations]
         _no_duplicates(orgs, "organization name")
         _no_duplicates([m.id for m in self.models], "model id")
         _no_duplicates([d.id for m in self.models for d in m.deployments], "deployment id")
         for model in self.models:
             if model.organization not in orgs:
-                raise ValueError(f"model {model.id!r} names organization {model.organization!r}, which is not "
-                                 f"under organizations; declare it there or use one of: {', '.join(orgs) or '(none)'}")
+                raise ValueError(
+                    f"model {model.id!r} names organization {model.organization!r}, which is not "
+                    f"under organizations; declare it there or use one of: {', '.join(orgs) or '(none)'}"
+                )
         return self
 
     @property
@@ -260,7 +276,9 @@ def parse_config(data: Any, source: str = "config") -> Config:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError(f"{source}: the top level must be a mapping of keys such as listen, data_dir, models")
+        raise ConfigError(
+            f"{source}: the top level must be a mapping of keys such as listen, data_dir, models"
+        )
     try:
         return Config.model_validate(data)
     except ValidationError as err:
@@ -274,7 +292,9 @@ def load_config(path: str | Path) -> Config:
     try:
         text = path.read_text()
     except OSError as err:
-        raise ConfigError(f"cannot read config file {path}: {err.strerror}; pass an existing YAML file") from None
+        raise ConfigError(
+            f"cannot read config file {path}: {err.strerror}; pass an existing YAML file"
+        ) from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
@@ -294,8 +314,9 @@ def apply_config(config: Config, registry: Registry) -> None:
     for org in config.organizations:
         registry.ensure_organization(org.name)
         for key in org.api_keys:
-            registry.add_api_key_digest(org.name, key.digest, key.type, model_ids=key.model_ids, name=key.name,
-                                        source="config")  # fmt: skip
+            registry.add_api_key_digest(
+                org.name, key.digest, key.type, model_ids=key.model_ids, name=key.name, source="config"
+            )
         registry.prune_config_keys(org.name, [key.digest for key in org.api_keys])
     for model in config.models:
         _apply_model(model, registry)
@@ -309,13 +330,21 @@ def _first_promotion_ms(model: ModelConfig, deployment: str | None = None) -> in
 
 
 def _apply_model(model: ModelConfig, registry: Registry) -> None:
-    registry.ensure_model(model.id, model.name or model.id, model.organization, at_ms=_first_promotion_ms(model))
+    registry.ensure_model(
+        model.id, model.name or model.id, model.organization, at_ms=_first_promotion_ms(model)
+    )
     for dep in model.deployments:
         it = dep.instance_type
         if registry.deployment(model.id, dep.id) is None:
-            registry.create_deployment(model.id, dep.id, dep.name or dep.id, gpu_type=it.gpu_type,
-                                       gpu_count=it.gpu_count, instance_type=it.name,
-                                       at_ms=_first_promotion_ms(model, dep.id))  # fmt: skip
+            registry.create_deployment(
+                model.id,
+                dep.id,
+                dep.name or dep.id,
+                gpu_type=it.gpu_type,
+                gpu_count=it.gpu_count,
+                instance_type=it.name,
+                at_ms=_first_promotion_ms(model, dep.id),
+            )
         else:
             registry.rename_deployment(model.id, dep.id, dep.name or dep.id)
             registry.set_instance_type(model.id, dep.id, it.gpu_type, it.gpu_count, it.name)
@@ -330,10 +359,13 @@ def _apply_model(model: ModelConfig, registry: Registry) -> None:
 def _apply_environment(model_id: str, env: EnvironmentConfig, registry: Registry) -> None:
     if registry.environment(model_id, env.name) is None:
         first = min((p.at for p in env.promotions), default=None)
-        registry.create_environment(model_id, env.name, promotion_settings={"rolling_deploy": env.rolling_deploy},
-                                    at_ms=first)  # fmt: skip
+        registry.create_environment(
+            model_id, env.name, promotion_settings={"rolling_deploy": env.rolling_deploy}, at_ms=first
+        )
     else:
-        registry.update_environment(model_id, env.name, promotion_settings={"rolling_deploy": env.rolling_deploy})
+        registry.update_environment(
+            model_id, env.name, promotion_settings={"rolling_deploy": env.rolling_deploy}
+        )
     recorded: set[tuple[str, int]] = set()
     latest = None
     for p in registry.promotions(model_id, env.name):
@@ -344,9 +376,11 @@ def _apply_environment(model_id: str, env: EnvironmentConfig, registry: Registry
         if (p.deployment, p.at) in recorded:
             continue
         if latest is not None and p.at < latest:
-            raise ConfigError(f"models[{model_id}].environments[{env.name}]: the promotion of {p.deployment!r} at "
-                              f"{p.at} ms is older than the latest recorded change ({latest} ms); promotions "
-                              "can only be appended to the history")  # fmt: skip
+            raise ConfigError(
+                f"models[{model_id}].environments[{env.name}]: the promotion of {p.deployment!r} at "
+                f"{p.at} ms is older than the latest recorded change ({latest} ms); promotions "
+                "can only be appended to the history"
+            )
         _apply_promotion(registry, model_id, env.name, p)
         latest = p.at
 
@@ -361,7 +395,14 @@ def _apply_promotion(registry: Registry, model_id: str, env_name: str, p: Promot
         elif running is None and info.current_deployment_id == p.deployment:
             return
         else:
-            registry.promote(model_id, env_name, p.deployment, percent=p.percent, rolling=p.percent < 100,
-                             at_ms=p.at, supersede=True)  # fmt: skip
+            registry.promote(
+                model_id,
+                env_name,
+                p.deployment,
+                percent=p.percent,
+                rolling=p.percent < 100,
+                at_ms=p.at,
+                supersede=True,
+            )
     except RegistryError as err:
         raise ConfigError(f"models[{model_id}].environments[{env_name}]: {err}") from None

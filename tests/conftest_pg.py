@@ -49,7 +49,9 @@ def _as_postgres(cmd: list[str]) -> list[str]:
 def _run(cmd: list[str]) -> None:
     done = subprocess.run(_as_postgres(cmd), capture_output=True, text=True, timeout=120)
     if done.returncode != 0:
-        pytest.fail(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}", pytrace=False)
+        pytest.fail(
+            f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}", pytrace=False
+        )
 
 
 @pytest.fixture(scope="session")
@@ -60,7 +62,9 @@ def pg_url() -> Iterator[str]:
     if os.geteuid() == 0:
         shutil.chown(root, "postgres", "postgres")
     data, port = root / "data", _free_port()
-    _run([str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync"])
+    _run(
+        [str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust", "-E", "UTF8", "--no-sync"]
+    )
     opts = f"-h 127.0.0.1 -p {port} -k {root} -c fsync=off -c full_page_writes=off"
     _run([str(bindir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-o", opts, "-w", "start"])
     try:

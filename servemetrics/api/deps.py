@@ -81,12 +81,16 @@ def require_metrics_read(registry: RegistryDep, key: Auth, model_id: Annotated[s
     """The path's model if the key may read its metrics and state; 403 for a key type that never may."""
     model = resolve_model(registry, key, model_id)
     if not can_read_metrics(key, model_id):
-        raise forbidden(f"a {key.type} key cannot read metrics; use a WORKSPACE_EXPORT_METRICS, "
-                        "WORKSPACE_MANAGE_ALL or PERSONAL key")  # fmt: skip
+        raise forbidden(
+            f"a {key.type} key cannot read metrics; use a WORKSPACE_EXPORT_METRICS, "
+            "WORKSPACE_MANAGE_ALL or PERSONAL key"
+        )
     return model
 
 
-def require_manage_model(registry: RegistryDep, key: ManageAuth, model_id: Annotated[str, Path()]) -> ModelInfo:
+def require_manage_model(
+    registry: RegistryDep, key: ManageAuth, model_id: Annotated[str, Path()]
+) -> ModelInfo:
     """The path's model if the key may manage it (404 before 403: another org's model stays invisible)."""
     return resolve_model(registry, key, model_id)
 
@@ -104,8 +108,10 @@ def resolve_deployment(registry: Registry, model: ModelInfo, deployment_id: str)
         wanted = env.current_deployment_id if env and env.current_deployment_id else ""
     found = registry.deployment(model.id, wanted) if wanted else None
     if found is None:
-        raise not_found(f"model {model.id!r} has no deployment {deployment_id!r}; list them with "
-                        f"GET /v1/models/{model.id}/deployments")  # fmt: skip
+        raise not_found(
+            f"model {model.id!r} has no deployment {deployment_id!r}; list them with "
+            f"GET /v1/models/{model.id}/deployments"
+        )
     return found
 
 
@@ -113,6 +119,8 @@ def resolve_environment(registry: Registry, model: ModelInfo, env_name: str) -> 
     """Environment ``env_name`` of the model; 404 when there is none."""
     found = registry.environment(model.id, env_name)
     if found is None:
-        raise not_found(f"model {model.id!r} has no environment {env_name!r}; list them with "
-                        f"GET /v1/models/{model.id}/environments")  # fmt: skip
+        raise not_found(
+            f"model {model.id!r} has no environment {env_name!r}; list them with "
+            f"GET /v1/models/{model.id}/environments"
+        )
     return found

@@ -26,7 +26,9 @@ class RegistryBase:
         self._clock = clock
         migrate(engine, clock())
         with engine.connect() as conn:
-            row = conn.execute(select(t.registry_secrets.c.value).where(t.registry_secrets.c.name == "key_pepper"))
+            row = conn.execute(
+                select(t.registry_secrets.c.value).where(t.registry_secrets.c.name == "key_pepper")
+            )
             self._pepper: str = row.scalar_one()
 
     def _at(self, at_ms: int | None) -> int:
@@ -49,8 +51,14 @@ class RegistryBase:
     ) -> EventInfo:
         if kind not in t.EVENT_KINDS:
             raise InvalidValue(f"unknown event kind {kind!r}; use one of {', '.join(t.EVENT_KINDS)}")
-        values = dict(at_ms=at_ms, kind=kind, model_id=model_id, deployment_id=deployment_id,
-                      environment=environment, details=details or {})  # fmt: skip
+        values = dict(
+            at_ms=at_ms,
+            kind=kind,
+            model_id=model_id,
+            deployment_id=deployment_id,
+            environment=environment,
+            details=details or {},
+        )
         event_id = conn.execute(insert(t.events).values(**values).returning(t.events.c.id)).scalar_one()
         return EventInfo(id=event_id, **values)  # type: ignore[arg-type]
 

@@ -22,8 +22,9 @@ _CONTROLS: dict[str, tuple[frozenset[str], str | None, int | None]] = {
 class ControlMixin(EnvironmentsMixin):
     """Promotion control and ``serving_timeline``."""
 
-    def _control(self, model_id: str, env_name: str, action: str, percent: int | None, at_ms: int | None
-                 ) -> PromotionInfo:  # fmt: skip
+    def _control(
+        self, model_id: str, env_name: str, action: str, percent: int | None, at_ms: int | None
+    ) -> PromotionInfo:
         at = self._at(at_ms)
         with self.engine.begin() as conn:
             env = self._must_env(conn, model_id, env_name)
@@ -32,24 +33,36 @@ class ControlMixin(EnvironmentsMixin):
                 raise Conflict(f"environment {env_name!r} has no promotion in progress")
             allowed, status, forced = _CONTROLS.get(action, (frozenset(), None, None))
             if action != "STEP" and running.status not in allowed:
-                raise Conflict(f"cannot {action.lower().replace('_', ' ')} a promotion that is {running.status}")
+                raise Conflict(
+                    f"cannot {action.lower().replace('_', ' ')} a promotion that is {running.status}"
+                )
             new_percent = percent if percent is not None else forced
             new_percent = running.percent_traffic_to_new_version if new_percent is None else new_percent
             if status is None:
                 keep_paused = action == "STEP" and running.status == "PAUSED" and new_percent < 100
                 status = "PAUSED" if keep_paused else status_for(new_percent)
             ended = at if status in t.TERMINAL_PROMOTION_STATUSES else None
-            conn.execute(t.promotions.update().where(t.promotions.c.id == running.id).values(
-                status=status, percent_traffic_to_new_version=new_percent, ended_at_ms=ended))  # fmt: skip
+            conn.execute(
+                t.promotions.update()
+                .where(t.promotions.c.id == running.id)
+                .values(status=status, percent_traffic_to_new_version=new_percent, ended_at_ms=ended)
+            )
             self._step(conn, running.id, at, action, new_percent)
             if action != "STEP":
-                self._event(conn, model_id, "PROMOTION_CONTROL", at, deployment_id=running.deployment_id,
-                            environment=env_name, details={"action": action, "percent": new_percent,
-                                                           "status": status})  # fmt: skip
+                self._event(
+                    conn,
+                    model_id,
+                    "PROMOTION_CONTROL",
+                    at,
+                    deployment_id=running.deployment_id,
+                    environment=env_name,
+                    details={"action": action, "percent": new_percent, "status": status},
+                )
             return self._promotion_by_id(conn, running.id)
 
-    def set_promotion_percent(self, model_id: str, env_name: str, percent: int, at_ms: int | None = None
-                              ) -> PromotionInfo:  # fmt: skip
+    def set_promotion_percent(
+        self, model_id: str, env_name: str, percent: int, at_ms: int | None = None
+    ) -> PromotionInfo:
         """Record that the rolling promotion now sends ``percent`` % of traffic to the new deployment.
 
         100 completes it (SUCCEEDED; only the new deployment serves from ``at_ms``). Conflict when no
@@ -74,8 +87,9 @@ class ControlMixin(EnvironmentsMixin):
         """Cancel immediately and roll back, like ``cancel_promotion``; also works while rolling back."""
         return self._control(model_id, env_name, "FORCE_CANCEL", None, at_ms)
 
-    def force_roll_forward_promotion(self, model_id: str, env_name: str, at_ms: int | None = None
-                                     ) -> PromotionInfo:  # fmt: skip
+    def force_roll_forward_promotion(
+        self, model_id: str, env_name: str, at_ms: int | None = None
+    ) -> PromotionInfo:
         """Complete the running promotion now (SUCCEEDED at 100 %; only the new deployment serves)."""
         return self._control(model_id, env_name, "ROLL_FORWARD", None, at_ms)
 
@@ -85,16 +99,30 @@ class ControlMixin(EnvironmentsMixin):
             env = self._env_row(conn, model_id, env_name)
             if env is None:
                 return []
-            steps = conn.execute(select(s.c.id, s.c.at_ms, s.c.action, s.c.percent, p.c.id.label("pid"),
-                                        p.c.deployment_id, p.c.rolling)
-                                 .join(p, s.c.promotion_id == p.c.id).where(p.c.environment_id == env.id)).all()
+            steps = conn.execute(
+                select(
+                    s.c.id,
+                    s.c.at_ms,
+                    s.c.action,
+                    s.c.percent,
+                    p.c.id.label("pid"),
+                    p.c.deployment_id,
+                    p.c.rolling,
+                )
+                .join(p, s.c.promotion_id == p.c.id)
+                .where(p.c.environment_id == env.id)
+            ).all()
             flips = conn.execute(select(a).where(a.c.environment_id == env.id)).all()
-        out = [tl.Change(r.at_ms, 2 * r.id, r.action, r.pid, r.deployment_id, r.percent, r.rolling) for r in steps]
+        out = [
+            tl.Change(r.at_ms, 2 * r.id, r.action, r.pid, r.deployment_id, r.percent, r.rolling)
+            for r in steps
+        ]
         out += [tl.Change(r.at_ms, 2 * r.id + 1, "ACTIVE" if r.active else "INACTIVE") for r in flips]
         return out
 
-    def serving_timeline(self, model_id: str, env_name: str, start_ms: int, end_ms: int
-                         ) -> list[tuple[int, frozenset[str]]]:  # fmt: skip
+    def serving_timeline(
+        self, model_id: str, env_name: str, start_ms: int, end_ms: int
+    ) -> list[tuple[int, frozenset[str]]]:
         """Which deployments serve the environment over ``[start_ms, end_ms)``.
 
         A sorted list of ``(instant_ms, deployment ids serving from that instant on)``; the first entry is

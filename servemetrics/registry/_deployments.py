@@ -43,9 +43,20 @@ def check_autoscaling(values: Mapping[str, Any]) -> dict[str, int]:
 
 def _deployment_info(r: Row, active_replicas: int) -> DeploymentInfo:
     autoscaling = AutoscalingSettings(**{f: getattr(r, f) for f in _AUTOSCALING_FIELDS})
-    return DeploymentInfo(r.id, r.model_id, r.name, r.created_at_ms, r.status, r.instance_type_name,
-                          r.gpu_type, r.gpu_count, autoscaling, r.request_backpressure_policy,
-                          dict(r.labels or {}), active_replicas)  # fmt: skip
+    return DeploymentInfo(
+        r.id,
+        r.model_id,
+        r.name,
+        r.created_at_ms,
+        r.status,
+        r.instance_type_name,
+        r.gpu_type,
+        r.gpu_count,
+        autoscaling,
+        r.request_backpressure_policy,
+        dict(r.labels or {}),
+        active_replicas,
+    )
 
 
 def _replica_info(r: Row, deployment_id: str) -> ReplicaInfo:
@@ -56,25 +67,51 @@ class DeploymentsMixin(RegistryBase):
     """Deployments, autoscaling, instance types, replicas and targets."""
 
     def create_deployment(
-        self, model_id: str, deployment_id: str, name: str, *, gpu_type: str | None = None,
-        gpu_count: int = 0, instance_type: str | None = None, status: str = "ACTIVE",
-        environment: str | None = None, at_ms: int | None = None,
-    ) -> DeploymentInfo:  # fmt: skip
+        self,
+        model_id: str,
+        deployment_id: str,
+        name: str,
+        *,
+        gpu_type: str | None = None,
+        gpu_count: int = 0,
+        instance_type: str | None = None,
+        status: str = "ACTIVE",
+        environment: str | None = None,
+        at_ms: int | None = None,
+    ) -> DeploymentInfo:
         """Create a deployment and record DEPLOYED (details: name, instance type, target environment)."""
         if status not in t.DEPLOYMENT_STATUSES:
-            raise InvalidValue(f"unknown deployment status {status!r}; use {', '.join(t.DEPLOYMENT_STATUSES)}")
+            raise InvalidValue(
+                f"unknown deployment status {status!r}; use {', '.join(t.DEPLOYMENT_STATUSES)}"
+            )
         at = self._at(at_ms)
         itype = instance_type or instance_type_name(gpu_type, gpu_count)
         with self.engine.begin() as conn:
             self._model_exists(conn, model_id)
             if conn.execute(select(t.deployments.c.id).where(t.deployments.c.id == deployment_id)).first():
                 raise Conflict(f"deployment {deployment_id!r} already exists")
-            conn.execute(insert(t.deployments).values(
-                id=deployment_id, model_id=model_id, name=name, created_at_ms=at, status=status,
-                instance_type_name=itype, gpu_type=gpu_type, gpu_count=gpu_count))  # fmt: skip
+            conn.execute(
+                insert(t.deployments).values(
+                    id=deployment_id,
+                    model_id=model_id,
+                    name=name,
+                    created_at_ms=at,
+                    status=status,
+                    instance_type_name=itype,
+                    gpu_type=gpu_type,
+                    gpu_count=gpu_count,
+                )
+            )
             details = {"name": name, "instance_type_name": itype, "environment": environment}
-            self._event(conn, model_id, "DEPLOYED", at, deployment_id=deployment_id,
-                        environment=environment, details=details)  # fmt: skip
+            self._event(
+                conn,
+                model_id,
+                "DEPLOYED",
+                at,
+                deployment_id=deployment_id,
+                environment=environment,
+                details=details,
+            )
         return self._must_deployment(model_id, deployment_id)
 
     def deployment(self, model_id: str, deployment_id: str) -> DeploymentInfo | None:
@@ -89,8 +126,14 @@ class DeploymentsMixin(RegistryBase):
             return None
         return _deployment_info(row, self._active_replicas(conn, deployment_id))
 
-    def _must_deployment(self, model_id: str, deployment_id: str, conn: Connection | None = None) -> DeploymentInfo:
-        found = self._deployment(conn, model_id, deployment_id) if conn else self.deployment(model_id, deployment_id)
+    def _must_deployment(
+        self, model_id: str, deployment_id: str, conn: Connection | None = None
+    ) -> DeploymentInfo:
+        found = (
+            self._deployment(conn, model_id, deployment_id)
+            if conn
+            else self.deployment(model_id, deployment_id)
+        )
         if found is None:
             raise NotFound(f"model {model_id!r} has no deployment {deployment_id!r}")
         return found
@@ -111,14 +154,24 @@ class DeploymentsMixin(RegistryBase):
             rows = conn.execute(query.order_by(d.c.created_at_ms, d.c.id)).all()
             return [_deployment_info(r, self._active_replicas(conn, r.id)) for r in rows]
 
-    def _set_status(self, model_id: str, deployment_id: str, status: str, kind: str, at_ms: int | None) -> bool:
+    def _set_status(
+        self, model_id: str, deployment_id: str, status: str, kind: str, at_ms: int | None
+    ) -> bool:
         with self.engine.begin() as conn:
             before = self._must_deployment(model_id, deployment_id, conn)
             if before.status == status:
                 return False
-            conn.execute(update(t.deployments).where(t.deployments.c.id == deployment_id).values(status=status))
-            self._event(conn, model_id, kind, self._at(at_ms), deployment_id=deployment_id,
-                        details={"old_status": before.status, "new_status": status})  # fmt: skip
+            conn.execute(
+                update(t.deployments).where(t.deployments.c.id == deployment_id).values(status=status)
+            )
+            self._event(
+                conn,
+                model_id,
+                kind,
+                self._at(at_ms),
+                deployment_id=deployment_id,
+                details={"old_status": before.status, "new_status": status},
+            )
             return True
 
     def activate_deployment(self, model_id: str, deployment_id: str, at_ms: int | None = None) -> bool:
@@ -141,30 +194,55 @@ class DeploymentsMixin(RegistryBase):
             old = self._must_deployment(model_id, deployment_id, conn).autoscaling.as_dict()
             new = {**old, **values}
             if new["min_replica"] > new["max_replica"]:
-                raise InvalidValue(f"min_replica ({new['min_replica']}) must not exceed max_replica "
-                                   f"({new['max_replica']})")  # fmt: skip
+                raise InvalidValue(
+                    f"min_replica ({new['min_replica']}) must not exceed max_replica ({new['max_replica']})"
+                )
             if new == old:
                 return "UNCHANGED"
             conn.execute(update(t.deployments).where(t.deployments.c.id == deployment_id).values(**values))
-            self._event(conn, model_id, "AUTOSCALING_CHANGED", self._at(at_ms), deployment_id=deployment_id,
-                        details={"old": old, "new": new})  # fmt: skip
+            self._event(
+                conn,
+                model_id,
+                "AUTOSCALING_CHANGED",
+                self._at(at_ms),
+                deployment_id=deployment_id,
+                details={"old": old, "new": new},
+            )
         return "ACCEPTED"
 
     def set_instance_type(
-        self, model_id: str, deployment_id: str, gpu_type: str | None, gpu_count: int,
-        name: str | None = None, at_ms: int | None = None,
-    ) -> bool:  # fmt: skip
+        self,
+        model_id: str,
+        deployment_id: str,
+        gpu_type: str | None,
+        gpu_count: int,
+        name: str | None = None,
+        at_ms: int | None = None,
+    ) -> bool:
         """Change the instance type; record INSTANCE_TYPE_CHANGED ``{old, new}``. False if unchanged."""
-        new = {"instance_type_name": name or instance_type_name(gpu_type, gpu_count), "gpu_type": gpu_type,
-               "gpu_count": gpu_count}  # fmt: skip
+        new = {
+            "instance_type_name": name or instance_type_name(gpu_type, gpu_count),
+            "gpu_type": gpu_type,
+            "gpu_count": gpu_count,
+        }
         with self.engine.begin() as conn:
             d = self._must_deployment(model_id, deployment_id, conn)
-            old = {"instance_type_name": d.instance_type_name, "gpu_type": d.gpu_type, "gpu_count": d.gpu_count}
+            old = {
+                "instance_type_name": d.instance_type_name,
+                "gpu_type": d.gpu_type,
+                "gpu_count": d.gpu_count,
+            }
             if old == new:
                 return False
             conn.execute(update(t.deployments).where(t.deployments.c.id == deployment_id).values(**new))
-            self._event(conn, model_id, "INSTANCE_TYPE_CHANGED", self._at(at_ms), deployment_id=deployment_id,
-                        details={"old": old, "new": new})  # fmt: skip
+            self._event(
+                conn,
+                model_id,
+                "INSTANCE_TYPE_CHANGED",
+                self._at(at_ms),
+                deployment_id=deployment_id,
+                details={"old": old, "new": new},
+            )
             return True
 
     def rename_deployment(self, model_id: str, deployment_id: str, name: str) -> None:
@@ -179,17 +257,27 @@ class DeploymentsMixin(RegistryBase):
             raise InvalidValue(f"unknown policy {policy!r}; use {', '.join(t.BACKPRESSURE_POLICIES)} or null")
         with self.engine.begin() as conn:
             self._must_deployment(model_id, deployment_id, conn)
-            conn.execute(update(t.deployments).where(t.deployments.c.id == deployment_id)
-                         .values(request_backpressure_policy=policy))  # fmt: skip
+            conn.execute(
+                update(t.deployments)
+                .where(t.deployments.c.id == deployment_id)
+                .values(request_backpressure_policy=policy)
+            )
 
     # -- replicas and targets ---------------------------------------------------------------------
 
     def _replica_row(self, conn: Connection, deployment_id: str, replica_id: str) -> Row | None:
         r = t.replicas
-        return conn.execute(select(r).where(r.c.deployment_id == deployment_id, r.c.name == replica_id)).first()
+        return conn.execute(
+            select(r).where(r.c.deployment_id == deployment_id, r.c.name == replica_id)
+        ).first()
 
     def ensure_replica(
-        self, model_id: str, deployment_id: str, replica_id: str, status: str = "ACTIVE", at_ms: int | None = None
+        self,
+        model_id: str,
+        deployment_id: str,
+        replica_id: str,
+        status: str = "ACTIVE",
+        at_ms: int | None = None,
     ) -> ReplicaInfo:
         """Replica ``replica_id`` of the deployment, created with ``status`` if missing."""
         if status not in t.REPLICA_STATUSES:
@@ -198,8 +286,14 @@ class DeploymentsMixin(RegistryBase):
             self._must_deployment(model_id, deployment_id, conn)
             row = self._replica_row(conn, deployment_id, replica_id)
             if row is None:
-                conn.execute(insert(t.replicas).values(deployment_id=deployment_id, name=replica_id,
-                                                       status=status, created_at_ms=self._at(at_ms)))  # fmt: skip
+                conn.execute(
+                    insert(t.replicas).values(
+                        deployment_id=deployment_id,
+                        name=replica_id,
+                        status=status,
+                        created_at_ms=self._at(at_ms),
+                    )
+                )
                 row = self._replica_row(conn, deployment_id, replica_id)
             assert row is not None
             return _replica_info(row, deployment_id)
@@ -208,8 +302,11 @@ class DeploymentsMixin(RegistryBase):
         """Replicas of the deployment, by name."""
         with self.engine.connect() as conn:
             self._must_deployment(model_id, deployment_id, conn)
-            rows = conn.execute(select(t.replicas).where(t.replicas.c.deployment_id == deployment_id)
-                                .order_by(t.replicas.c.name))  # fmt: skip
+            rows = conn.execute(
+                select(t.replicas)
+                .where(t.replicas.c.deployment_id == deployment_id)
+                .order_by(t.replicas.c.name)
+            )
             return [_replica_info(r, deployment_id) for r in rows]
 
     def terminate_replica(
@@ -223,19 +320,34 @@ class DeploymentsMixin(RegistryBase):
             if row is None:
                 raise NotFound(f"deployment {deployment_id!r} has no replica {replica_id!r}")
             if row.status != "TERMINATED":
-                conn.execute(update(t.replicas).where(t.replicas.c.id == row.id)
-                             .values(status="TERMINATED", terminated_at_ms=at))  # fmt: skip
-                self._event(conn, model_id, "REPLICA_TERMINATED", at, deployment_id=deployment_id,
-                            details={"replica": replica_id, "old_status": row.status})  # fmt: skip
+                conn.execute(
+                    update(t.replicas)
+                    .where(t.replicas.c.id == row.id)
+                    .values(status="TERMINATED", terminated_at_ms=at)
+                )
+                self._event(
+                    conn,
+                    model_id,
+                    "REPLICA_TERMINATED",
+                    at,
+                    deployment_id=deployment_id,
+                    details={"replica": replica_id, "old_status": row.status},
+                )
             row = self._replica_row(conn, deployment_id, replica_id)
             assert row is not None
             return _replica_info(row, deployment_id)
 
     def ensure_target(
-        self, model_id: str, deployment_id: str, replica_id: str, url: str, *, kind: str = "replica",
+        self,
+        model_id: str,
+        deployment_id: str,
+        replica_id: str,
+        url: str,
+        *,
+        kind: str = "replica",
         labels: dict[str, str] | None = None,
-    ) -> None:  # fmt: skip
-        """Attach scrape target ``url`` to the replica (created ACTIVE if missing); updates kind and labels."""
+    ) -> None:
+        """Attach scrape target ``url`` to the replica (created ACTIVE if missing); updates kind, labels."""
         self.ensure_replica(model_id, deployment_id, replica_id)
         with self.engine.begin() as conn:
             replica = self._replica_row(conn, deployment_id, replica_id)
@@ -245,4 +357,6 @@ class DeploymentsMixin(RegistryBase):
             if conn.execute(select(tg.c.id).where(where)).first():
                 conn.execute(update(tg).where(where).values(kind=kind, labels=labels or {}))
             else:
-                conn.execute(insert(tg).values(replica_id=replica.id, url=url, kind=kind, labels=labels or {}))
+                conn.execute(
+                    insert(tg).values(replica_id=replica.id, url=url, kind=kind, labels=labels or {})
+                )

@@ -32,8 +32,9 @@ def merge_promotion_settings(base: dict[str, Any], changes: dict[str, Any] | Non
     out = {**base, **(changes or {})}
     unknown = sorted(set(out) - set(DEFAULT_PROMOTION_SETTINGS))
     if unknown:
-        raise InvalidValue(f"unknown promotion settings {', '.join(unknown)}; use "
-                           f"{', '.join(DEFAULT_PROMOTION_SETTINGS)}")  # fmt: skip
+        raise InvalidValue(
+            f"unknown promotion settings {', '.join(unknown)}; use {', '.join(DEFAULT_PROMOTION_SETTINGS)}"
+        )
     rolling = (changes or {}).get("rolling_deploy_config")
     if rolling is not None:
         out["rolling_deploy_config"] = {**base["rolling_deploy_config"], **rolling}
@@ -41,13 +42,22 @@ def merge_promotion_settings(base: dict[str, Any], changes: dict[str, Any] | Non
 
 
 def _promotion(r: Row) -> PromotionInfo:
-    return PromotionInfo(r.id, r.environment_id, r.deployment_id, r.previous_deployment_id, r.started_at_ms,
-                         r.ended_at_ms, r.rolling, r.status, r.percent_traffic_to_new_version,
-                         r.error_message)  # fmt: skip
+    return PromotionInfo(
+        r.id,
+        r.environment_id,
+        r.deployment_id,
+        r.previous_deployment_id,
+        r.started_at_ms,
+        r.ended_at_ms,
+        r.rolling,
+        r.status,
+        r.percent_traffic_to_new_version,
+        r.error_message,
+    )
 
 
 def status_for(percent: int) -> str:
-    """The status of a running promotion at ``percent``: RELEASING at 0, RAMPING_UP below 100, else SUCCEEDED."""
+    """The status of a running promotion at ``percent``: RELEASING at 0, RAMPING_UP < 100, else SUCCEEDED."""
     return "RELEASING" if percent == 0 else "RAMPING_UP" if percent < 100 else "SUCCEEDED"
 
 
@@ -66,7 +76,9 @@ class EnvironmentsMixin(RegistryBase):
 
     def _latest_promotion(self, conn: Connection, env_id: int) -> PromotionInfo | None:
         p = t.promotions
-        row = conn.execute(select(p).where(p.c.environment_id == env_id).order_by(p.c.id.desc()).limit(1)).first()
+        row = conn.execute(
+            select(p).where(p.c.environment_id == env_id).order_by(p.c.id.desc()).limit(1)
+        ).first()
         return _promotion(row) if row else None
 
     def _env_info(self, conn: Connection, row: Row) -> EnvironmentInfo:
@@ -76,9 +88,18 @@ class EnvironmentsMixin(RegistryBase):
             running = latest if latest.in_progress else None
             current = latest.deployment_id if latest.status == "SUCCEEDED" else latest.previous_deployment_id
             candidate = latest.deployment_id if running else None
-        return EnvironmentInfo(row.id, row.model_id, row.name, row.created_at_ms, row.active,
-                               row.promotion_settings, row.autoscaling_settings, current, candidate,
-                               running)  # fmt: skip
+        return EnvironmentInfo(
+            row.id,
+            row.model_id,
+            row.name,
+            row.created_at_ms,
+            row.active,
+            row.promotion_settings,
+            row.autoscaling_settings,
+            current,
+            candidate,
+            running,
+        )
 
     def environment(self, model_id: str, env_name: str) -> EnvironmentInfo | None:
         """Environment ``env_name`` of ``model_id``; None if missing (or the model is another's)."""
@@ -94,9 +115,14 @@ class EnvironmentsMixin(RegistryBase):
             return [self._env_info(conn, r) for r in rows]
 
     def create_environment(
-        self, model_id: str, name: str, *, promotion_settings: dict[str, Any] | None = None,
-        autoscaling_settings: dict[str, Any] | None = None, at_ms: int | None = None,
-    ) -> EnvironmentInfo:  # fmt: skip
+        self,
+        model_id: str,
+        name: str,
+        *,
+        promotion_settings: dict[str, Any] | None = None,
+        autoscaling_settings: dict[str, Any] | None = None,
+        at_ms: int | None = None,
+    ) -> EnvironmentInfo:
         """Create an environment; records ENVIRONMENT_UPDATED ``{action: created}``. Conflict if it exists."""
         settings = merge_promotion_settings(DEFAULT_PROMOTION_SETTINGS, promotion_settings)
         at = self._at(at_ms)
@@ -104,27 +130,58 @@ class EnvironmentsMixin(RegistryBase):
             self._model_exists(conn, model_id)
             if self._env_row(conn, model_id, name) is not None:
                 raise Conflict(f"model {model_id!r} already has an environment {name!r}")
-            conn.execute(insert(t.environments).values(model_id=model_id, name=name, created_at_ms=at,
-                         active=True, promotion_settings=settings, autoscaling_settings=autoscaling_settings))
-            self._event(conn, model_id, "ENVIRONMENT_UPDATED", at, environment=name,
-                        details={"action": "created", "promotion_settings": settings})  # fmt: skip
+            conn.execute(
+                insert(t.environments).values(
+                    model_id=model_id,
+                    name=name,
+                    created_at_ms=at,
+                    active=True,
+                    promotion_settings=settings,
+                    autoscaling_settings=autoscaling_settings,
+                )
+            )
+            self._event(
+                conn,
+                model_id,
+                "ENVIRONMENT_UPDATED",
+                at,
+                environment=name,
+                details={"action": "created", "promotion_settings": settings},
+            )
             return self._env_info(conn, self._must_env(conn, model_id, name))
 
     def update_environment(
-        self, model_id: str, name: str, *, promotion_settings: dict[str, Any] | None = None,
-        autoscaling_settings: dict[str, Any] | None = None, at_ms: int | None = None,
-    ) -> EnvironmentInfo:  # fmt: skip
-        """Change settings; records ENVIRONMENT_UPDATED ``{action: updated, old, new}`` when anything changed."""
+        self,
+        model_id: str,
+        name: str,
+        *,
+        promotion_settings: dict[str, Any] | None = None,
+        autoscaling_settings: dict[str, Any] | None = None,
+        at_ms: int | None = None,
+    ) -> EnvironmentInfo:
+        """Change settings; record ENVIRONMENT_UPDATED ``{action: updated, old, new}`` on a change."""
         with self.engine.begin() as conn:
             row = self._must_env(conn, model_id, name)
-            old = {"promotion_settings": row.promotion_settings, "autoscaling_settings": row.autoscaling_settings}
-            new = {"promotion_settings": merge_promotion_settings(row.promotion_settings, promotion_settings),
-                   "autoscaling_settings": {**(row.autoscaling_settings or {}), **autoscaling_settings}
-                   if autoscaling_settings is not None else row.autoscaling_settings}  # fmt: skip
+            old = {
+                "promotion_settings": row.promotion_settings,
+                "autoscaling_settings": row.autoscaling_settings,
+            }
+            new = {
+                "promotion_settings": merge_promotion_settings(row.promotion_settings, promotion_settings),
+                "autoscaling_settings": {**(row.autoscaling_settings or {}), **autoscaling_settings}
+                if autoscaling_settings is not None
+                else row.autoscaling_settings,
+            }
             if new != old:
                 conn.execute(update(t.environments).where(t.environments.c.id == row.id).values(**new))
-                self._event(conn, model_id, "ENVIRONMENT_UPDATED", self._at(at_ms), environment=name,
-                            details={"action": "updated", "old": old, "new": new})  # fmt: skip
+                self._event(
+                    conn,
+                    model_id,
+                    "ENVIRONMENT_UPDATED",
+                    self._at(at_ms),
+                    environment=name,
+                    details={"action": "updated", "old": old, "new": new},
+                )
             return self._env_info(conn, self._must_env(conn, model_id, name))
 
     def _set_env_active(self, model_id: str, name: str, active: bool, at_ms: int | None) -> bool:
@@ -134,9 +191,17 @@ class EnvironmentsMixin(RegistryBase):
             if row.active == active:
                 return False
             conn.execute(update(t.environments).where(t.environments.c.id == row.id).values(active=active))
-            conn.execute(insert(t.environment_activations).values(environment_id=row.id, at_ms=at, active=active))
-            self._event(conn, model_id, "ACTIVATED" if active else "DEACTIVATED", at, environment=name,
-                        details={"environment": name})  # fmt: skip
+            conn.execute(
+                insert(t.environment_activations).values(environment_id=row.id, at_ms=at, active=active)
+            )
+            self._event(
+                conn,
+                model_id,
+                "ACTIVATED" if active else "DEACTIVATED",
+                at,
+                environment=name,
+                details={"environment": name},
+            )
             return True
 
     def activate_environment(self, model_id: str, name: str, at_ms: int | None = None) -> bool:
@@ -150,9 +215,16 @@ class EnvironmentsMixin(RegistryBase):
     # -- promotions -----------------------------------------------------------------------------
 
     def promote(
-        self, model_id: str, env_name: str, deployment_id: str, *, percent: int | None = None,
-        rolling: bool | None = None, at_ms: int | None = None, supersede: bool = False,
-    ) -> PromotionInfo:  # fmt: skip
+        self,
+        model_id: str,
+        env_name: str,
+        deployment_id: str,
+        *,
+        percent: int | None = None,
+        rolling: bool | None = None,
+        at_ms: int | None = None,
+        supersede: bool = False,
+    ) -> PromotionInfo:
         """Promote ``deployment_id`` into the environment at ``at_ms``; records PROMOTED.
 
         Instant (the default, or ``rolling=False``): from ``at_ms`` only the new deployment serves.
@@ -168,20 +240,40 @@ class EnvironmentsMixin(RegistryBase):
             if self._deployment_of(conn, model_id, deployment_id) is None:
                 raise NotFound(f"model {model_id!r} has no deployment {deployment_id!r}")
             info = self._env_info(conn, env)
-            is_rolling = rolling if rolling is not None else bool(env.promotion_settings.get("rolling_deploy"))
+            is_rolling = (
+                rolling if rolling is not None else bool(env.promotion_settings.get("rolling_deploy"))
+            )
             is_rolling = is_rolling or (percent is not None and percent < 100)
             start = (percent if percent is not None else 0) if is_rolling else 100
             self._check_percent(start)
             self._check_can_start(conn, info, deployment_id, at, supersede)
             status = status_for(start)
-            values = dict(environment_id=env.id, deployment_id=deployment_id, started_at_ms=at,
-                          previous_deployment_id=info.current_deployment_id, rolling=is_rolling, status=status,
-                          percent_traffic_to_new_version=start, ended_at_ms=at if start == 100 else None)  # fmt: skip
+            values = dict(
+                environment_id=env.id,
+                deployment_id=deployment_id,
+                started_at_ms=at,
+                previous_deployment_id=info.current_deployment_id,
+                rolling=is_rolling,
+                status=status,
+                percent_traffic_to_new_version=start,
+                ended_at_ms=at if start == 100 else None,
+            )
             pid = int(conn.execute(insert(t.promotions).values(**values)).inserted_primary_key[0])
             self._step(conn, pid, at, "START", start)
-            self._event(conn, model_id, "PROMOTED", at, deployment_id=deployment_id, environment=env_name,
-                        details={"previous_deployment_id": info.current_deployment_id, "rolling": is_rolling,
-                                 "percent": start, "status": status})  # fmt: skip
+            self._event(
+                conn,
+                model_id,
+                "PROMOTED",
+                at,
+                deployment_id=deployment_id,
+                environment=env_name,
+                details={
+                    "previous_deployment_id": info.current_deployment_id,
+                    "rolling": is_rolling,
+                    "percent": start,
+                    "status": status,
+                },
+            )
             return self._promotion_by_id(conn, pid)
 
     @staticmethod
@@ -189,11 +281,15 @@ class EnvironmentsMixin(RegistryBase):
         if isinstance(percent, bool) or not isinstance(percent, int) or not 0 <= percent <= 100:
             raise InvalidValue(f"percent must be an integer from 0 to 100, not {percent!r}")
 
-    def _check_can_start(self, conn: Connection, info: EnvironmentInfo, dep: str, at: int, supersede: bool) -> None:
+    def _check_can_start(
+        self, conn: Connection, info: EnvironmentInfo, dep: str, at: int, supersede: bool
+    ) -> None:
         running = info.in_progress_promotion
         if running is not None and not supersede:
-            raise Conflict(f"environment {info.name!r} already has a promotion of {running.deployment_id!r} in "
-                           "progress; cancel_promotion or force_roll_forward_promotion first")  # fmt: skip
+            raise Conflict(
+                f"environment {info.name!r} already has a promotion of {running.deployment_id!r} in "
+                "progress; cancel_promotion or force_roll_forward_promotion first"
+            )
         if running is not None:
             self._finish(conn, running.id, at, "CANCELED", running.percent_traffic_to_new_version)
         elif info.current_deployment_id == dep:
@@ -206,13 +302,19 @@ class EnvironmentsMixin(RegistryBase):
 
     @staticmethod
     def _step(conn: Connection, promotion_id: int, at: int, action: str, percent: int) -> None:
-        conn.execute(insert(t.promotion_steps).values(promotion_id=promotion_id, at_ms=at, action=action,
-                                                      percent=percent))  # fmt: skip
+        conn.execute(
+            insert(t.promotion_steps).values(
+                promotion_id=promotion_id, at_ms=at, action=action, percent=percent
+            )
+        )
 
     @staticmethod
     def _finish(conn: Connection, promotion_id: int, at: int, status: str, percent: int) -> None:
-        conn.execute(update(t.promotions).where(t.promotions.c.id == promotion_id).values(
-            status=status, ended_at_ms=at, percent_traffic_to_new_version=percent))  # fmt: skip
+        conn.execute(
+            update(t.promotions)
+            .where(t.promotions.c.id == promotion_id)
+            .values(status=status, ended_at_ms=at, percent_traffic_to_new_version=percent)
+        )
 
     @staticmethod
     def _promotion_by_id(conn: Connection, promotion_id: int) -> PromotionInfo:

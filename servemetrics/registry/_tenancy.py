@@ -57,30 +57,56 @@ class TenancyMixin(RegistryBase):
     ) -> tuple[str, k.KeyInfo]:
         """Generate a key; return ``(plain key, info)``. The plain key is shown once and never stored."""
         raw, prefix = k.generate()
-        info = self.add_api_key_digest(organization, k.digest(raw), key_type, model_ids=model_ids,
-                                       name=name, prefix=prefix)  # fmt: skip
+        info = self.add_api_key_digest(
+            organization, k.digest(raw), key_type, model_ids=model_ids, name=name, prefix=prefix
+        )
         return raw, info
 
     def add_api_key(
-        self, organization: str, raw_key: str, key_type: str, *, model_ids: list[str] | None = None,
-        name: str | None = None, source: str = "api",
-    ) -> k.KeyInfo:  # fmt: skip
+        self,
+        organization: str,
+        raw_key: str,
+        key_type: str,
+        *,
+        model_ids: list[str] | None = None,
+        name: str | None = None,
+        source: str = "api",
+    ) -> k.KeyInfo:
         """Store ``raw_key`` (hashed) for ``organization``; an existing identical key is updated."""
-        return self.add_api_key_digest(organization, k.digest(raw_key), key_type, model_ids=model_ids,
-                                       name=name, source=source, raw_key=raw_key)  # fmt: skip
+        return self.add_api_key_digest(
+            organization,
+            k.digest(raw_key),
+            key_type,
+            model_ids=model_ids,
+            name=name,
+            source=source,
+            raw_key=raw_key,
+        )
 
     def add_api_key_digest(
-        self, organization: str, key_digest: str, key_type: str, *, model_ids: list[str] | None = None,
-        name: str | None = None, source: str = "api", prefix: str | None = None, raw_key: str = "",
-    ) -> k.KeyInfo:  # fmt: skip
+        self,
+        organization: str,
+        key_digest: str,
+        key_type: str,
+        *,
+        model_ids: list[str] | None = None,
+        name: str | None = None,
+        source: str = "api",
+        prefix: str | None = None,
+        raw_key: str = "",
+    ) -> k.KeyInfo:
         """Like ``add_api_key`` from the key's SHA-256 ``key_digest`` (``keys.digest``)."""
         try:
             k.check_type(key_type, model_ids)
         except ValueError as err:
             raise InvalidValue(str(err)) from err
         key_hash = k.hash_digest(self._pepper, key_digest)
-        values = dict(type=key_type, model_ids=sorted(model_ids) if model_ids is not None else None,
-                      name=name, source=source)  # fmt: skip
+        values = dict(
+            type=key_type,
+            model_ids=sorted(model_ids) if model_ids is not None else None,
+            name=name,
+            source=source,
+        )
         with self.engine.begin() as conn:
             org_id = self._org(conn, organization)
             where = t.api_keys.c.key_hash == key_hash
@@ -88,8 +114,15 @@ class TenancyMixin(RegistryBase):
                 conn.execute(update(t.api_keys).where(where).values(organization_id=org_id, **values))
             else:
                 prefix = prefix or k.prefix_of(raw_key, key_hash)
-                conn.execute(insert(t.api_keys).values(organization_id=org_id, key_hash=key_hash,
-                             prefix=prefix, created_at_ms=self._clock(), **values))  # fmt: skip
+                conn.execute(
+                    insert(t.api_keys).values(
+                        organization_id=org_id,
+                        key_hash=key_hash,
+                        prefix=prefix,
+                        created_at_ms=self._clock(),
+                        **values,
+                    )
+                )
             return self._key_where(conn, where)
 
     def _key_where(self, conn: Connection, where: object) -> k.KeyInfo:
@@ -101,8 +134,11 @@ class TenancyMixin(RegistryBase):
         keep = {k.hash_digest(self._pepper, d) for d in keep_digests}
         with self.engine.begin() as conn:
             org_id = self._org(conn, organization)
-            rows = conn.execute(select(t.api_keys.c.id, t.api_keys.c.key_hash).where(
-                t.api_keys.c.organization_id == org_id, t.api_keys.c.source == "config"))  # fmt: skip
+            rows = conn.execute(
+                select(t.api_keys.c.id, t.api_keys.c.key_hash).where(
+                    t.api_keys.c.organization_id == org_id, t.api_keys.c.source == "config"
+                )
+            )
             gone = [r.id for r in rows if r.key_hash not in keep]
             if gone:
                 conn.execute(delete(t.api_keys).where(t.api_keys.c.id.in_(gone)))
@@ -110,15 +146,20 @@ class TenancyMixin(RegistryBase):
 
     def list_api_keys(self, organization_id: int) -> list[k.KeyInfo]:
         """Metadata (never the key) of every key of the organization."""
-        query = select(*_KEY_COLUMNS).join(t.organizations).where(t.api_keys.c.organization_id == organization_id)
+        query = (
+            select(*_KEY_COLUMNS).join(t.organizations).where(t.api_keys.c.organization_id == organization_id)
+        )
         with self.engine.connect() as conn:
             return [_key_info(r) for r in conn.execute(query.order_by(t.api_keys.c.id))]
 
     def delete_api_key(self, organization_id: int, prefix: str) -> bool:
         """Delete the organization's keys with ``prefix``; True if any was deleted."""
         with self.engine.begin() as conn:
-            res = conn.execute(delete(t.api_keys).where(
-                t.api_keys.c.organization_id == organization_id, t.api_keys.c.prefix == prefix))  # fmt: skip
+            res = conn.execute(
+                delete(t.api_keys).where(
+                    t.api_keys.c.organization_id == organization_id, t.api_keys.c.prefix == prefix
+                )
+            )
             return res.rowcount > 0
 
     def authenticate(self, raw_key: str) -> k.KeyInfo | None:
@@ -135,16 +176,24 @@ class TenancyMixin(RegistryBase):
 
     # -- models ---------------------------------------------------------------------------------
 
-    def ensure_model(self, model_id: str, name: str, organization: str, at_ms: int | None = None) -> ModelInfo:
+    def ensure_model(
+        self, model_id: str, name: str, organization: str, at_ms: int | None = None
+    ) -> ModelInfo:
         """Create model ``model_id`` or update its name and organization."""
         with self.engine.begin() as conn:
             org_id = self._org(conn, organization)
             if conn.execute(select(t.models.c.id).where(t.models.c.id == model_id)).first():
-                conn.execute(update(t.models).where(t.models.c.id == model_id)
-                             .values(name=name, organization_id=org_id))  # fmt: skip
+                conn.execute(
+                    update(t.models)
+                    .where(t.models.c.id == model_id)
+                    .values(name=name, organization_id=org_id)
+                )
             else:
-                conn.execute(insert(t.models).values(id=model_id, name=name, organization_id=org_id,
-                                                     created_at_ms=self._at(at_ms)))  # fmt: skip
+                conn.execute(
+                    insert(t.models).values(
+                        id=model_id, name=name, organization_id=org_id, created_at_ms=self._at(at_ms)
+                    )
+                )
         found = self.model(model_id, None)
         assert found is not None
         return found

@@ -30,13 +30,20 @@ class EventsMixin(RegistryBase):
         """Record an event; raises NotFound (no such model) or InvalidValue (unknown kind)."""
         with self.engine.begin() as conn:
             self._model_exists(conn, model_id)
-            return self._event(conn, model_id, kind, self._at(at_ms), deployment_id=deployment_id,
-                               environment=environment, details=details)  # fmt: skip
+            return self._event(
+                conn,
+                model_id,
+                kind,
+                self._at(at_ms),
+                deployment_id=deployment_id,
+                environment=environment,
+                details=details,
+            )
 
     def list_events(
         self, model_id: str, start_ms: int, end_ms: int, kinds: Iterable[str] | None = None
     ) -> list[EventInfo]:
-        """Events of ``model_id`` with ``start_ms <= at_ms <= end_ms``, oldest first, of ``kinds`` (all if None)."""
+        """Events of ``model_id`` with ``start_ms <= at_ms <= end_ms``, oldest first; ``kinds`` None = all."""
         query = select(t.events).where(
             t.events.c.model_id == model_id, t.events.c.at_ms >= start_ms, t.events.c.at_ms <= end_ms
         )
@@ -48,5 +55,7 @@ class EventsMixin(RegistryBase):
             query = query.where(t.events.c.kind.in_(wanted))
         with self.engine.connect() as conn:
             rows = conn.execute(query.order_by(t.events.c.at_ms, t.events.c.id))
-            return [EventInfo(r.id, r.at_ms, r.kind, r.model_id, r.deployment_id, r.environment, r.details)
-                    for r in rows]  # fmt: skip
+            return [
+                EventInfo(r.id, r.at_ms, r.kind, r.model_id, r.deployment_id, r.environment, r.details)
+                for r in rows
+            ]

@@ -68,17 +68,34 @@ class Registry(TenancyMixin, DeploymentsMixin, ControlMixin, EventsMixin):
         """Every scrape target of a replica that is not TERMINATED or FAILED, with the labels to attach."""
         tg, r, d, m = t.targets, t.replicas, t.deployments, t.models
         query = (
-            select(tg.c.url, tg.c.kind, tg.c.labels, r.c.name.label("replica"), d.c.id.label("deployment_id"),
-                   m.c.id.label("model_id"), m.c.name.label("model_name"))
-            .join(r, tg.c.replica_id == r.c.id).join(d, r.c.deployment_id == d.c.id).join(m, d.c.model_id == m.c.id)
+            select(
+                tg.c.url,
+                tg.c.kind,
+                tg.c.labels,
+                r.c.name.label("replica"),
+                d.c.id.label("deployment_id"),
+                m.c.id.label("model_id"),
+                m.c.name.label("model_name"),
+            )
+            .join(r, tg.c.replica_id == r.c.id)
+            .join(d, r.c.deployment_id == d.c.id)
+            .join(m, d.c.model_id == m.c.id)
             .where(r.c.status.in_(("STARTING", "ACTIVE")))
             .order_by(m.c.id, d.c.id, r.c.name, tg.c.url)
-        )  # fmt: skip
+        )
         phases = self._phases()
         with self.engine.connect() as conn:
             rows = conn.execute(query).all()
         return [
-            TargetInfo(row.url, row.model_id, row.model_name, row.deployment_id, row.replica,
-                       *phases.get(row.deployment_id, ("", "")), kind=row.kind, labels=dict(row.labels or {}))
+            TargetInfo(
+                row.url,
+                row.model_id,
+                row.model_name,
+                row.deployment_id,
+                row.replica,
+                *phases.get(row.deployment_id, ("", "")),
+                kind=row.kind,
+                labels=dict(row.labels or {}),
+            )
             for row in rows
-        ]  # fmt: skip
+        ]

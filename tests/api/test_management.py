@@ -54,8 +54,9 @@ def client(registry: Registry) -> TestClient:
 def test_missing_and_bad_keys_are_401_saying_which_header(client: TestClient) -> None:
     res = client.get("/v1/models")
     assert res.status_code == 401
-    assert res.json() == {"error": "missing API key: send `Authorization: Api-Key <key>` or "
-                                   "`Authorization: Bearer <key>`"}  # fmt: skip
+    assert res.json() == {
+        "error": "missing API key: send `Authorization: Api-Key <key>` or `Authorization: Bearer <key>`"
+    }
     assert client.get("/v1/models", headers={"Authorization": "Basic abc"}).status_code == 401
     res = client.get("/v1/models", headers={"Authorization": "Api-Key wrong"})
     assert res.status_code == 401 and res.json()["error"].startswith("invalid API key")
@@ -72,9 +73,15 @@ def test_bearer_and_api_key_both_work_and_list_only_own_models(client: TestClien
 
 def test_model_v1(client: TestClient) -> None:
     assert client.get(BASE, headers=MANAGE).json() == {
-        "id": "m1", "created_at": "2023-11-14T22:13:20.000Z", "name": "llama", "deployments_count": 2,
-        "production_deployment_id": "d1", "development_deployment_id": None, "instance_type_name": "1xH100",
-        "team_name": "acme"}  # fmt: skip
+        "id": "m1",
+        "created_at": "2023-11-14T22:13:20.000Z",
+        "name": "llama",
+        "deployments_count": 2,
+        "production_deployment_id": "d1",
+        "development_deployment_id": None,
+        "instance_type_name": "1xH100",
+        "team_name": "acme",
+    }
 
 
 def test_another_organizations_model_is_404_never_403(client: TestClient) -> None:
@@ -89,19 +96,33 @@ def test_another_organizations_model_is_404_never_403(client: TestClient) -> Non
 def test_key_types_that_may_not_act_get_403(client: TestClient) -> None:
     assert client.get(BASE, headers=EXPORT).status_code == 200
     res = client.post(f"{BASE}/deployments/d1/deactivate", headers=EXPORT)
-    assert res.status_code == 403 and "WORKSPACE_EXPORT_METRICS key cannot change models" in res.json()["error"]
+    assert (
+        res.status_code == 403 and "WORKSPACE_EXPORT_METRICS key cannot change models" in res.json()["error"]
+    )
     assert client.get(BASE, headers=INVOKE).status_code == 403
 
 
 def test_deployments_and_aliases(client: TestClient) -> None:
     deployments = client.get(f"{BASE}/deployments", headers=MANAGE).json()["deployments"]
     assert [(d["id"], d["is_production"], d["environment"]) for d in deployments] == [
-        ("d1", True, "production"), ("d2", False, None)]  # fmt: skip
+        ("d1", True, "production"),
+        ("d2", False, None),
+    ]
     d1 = client.get(f"{BASE}/deployments/production", headers=MANAGE).json()
-    assert (d1["id"], d1["status"], d1["active_replica_count"], d1["instance_type_name"]) == ("d1", "ACTIVE", 1, "1xH100")
-    assert d1["autoscaling_settings"] == {"min_replica": 0, "max_replica": 1, "autoscaling_window": 60,
-                                          "scale_down_delay": 900, "concurrency_target": 1,
-                                          "target_utilization_percentage": 70}  # fmt: skip
+    assert (d1["id"], d1["status"], d1["active_replica_count"], d1["instance_type_name"]) == (
+        "d1",
+        "ACTIVE",
+        1,
+        "1xH100",
+    )
+    assert d1["autoscaling_settings"] == {
+        "min_replica": 0,
+        "max_replica": 1,
+        "autoscaling_window": 60,
+        "scale_down_delay": 900,
+        "concurrency_target": 1,
+        "target_utilization_percentage": 70,
+    }
     res = client.get(f"{BASE}/deployments/development", headers=MANAGE)
     assert res.status_code == 404 and "no deployment 'development'" in res.json()["error"]
     assert client.get(f"{BASE}/deployments/nope", headers=MANAGE).status_code == 404
@@ -120,7 +141,10 @@ def test_autoscaling_patch(client: TestClient) -> None:
     res = client.patch(path, headers=MANAGE, json={"max_replica": 3})
     assert res.json()["status"] == "ACCEPTED"
     assert client.patch(path, headers=MANAGE, json={"max_replica": 3}).json()["status"] == "UNCHANGED"
-    assert client.get(f"{BASE}/deployments/d1", headers=MANAGE).json()["autoscaling_settings"]["max_replica"] == 3
+    assert (
+        client.get(f"{BASE}/deployments/d1", headers=MANAGE).json()["autoscaling_settings"]["max_replica"]
+        == 3
+    )
     res = client.patch(path, headers=MANAGE, json={"autoscaling_window": 5})
     assert res.status_code == 400 and "autoscaling_window must be an integer 10..3600" in res.json()["error"]
     assert client.patch(path, headers=MANAGE, json={"speed": 5}).status_code == 400
@@ -134,11 +158,17 @@ def test_terminate_replica(client: TestClient) -> None:
 
 
 def test_environments_create_get_and_conflict(client: TestClient) -> None:
-    res = client.post(f"{BASE}/environments", headers=MANAGE,
-                      json={"name": "staging", "promotion_settings": {"rolling_deploy": True}})  # fmt: skip
+    res = client.post(
+        f"{BASE}/environments",
+        headers=MANAGE,
+        json={"name": "staging", "promotion_settings": {"rolling_deploy": True}},
+    )
     assert res.status_code == 200
-    assert (res.json()["name"], res.json()["current_deployment"], res.json()["promotion_settings"]["rolling_deploy"]
-            ) == ("staging", None, True)  # fmt: skip
+    assert (
+        res.json()["name"],
+        res.json()["current_deployment"],
+        res.json()["promotion_settings"]["rolling_deploy"],
+    ) == ("staging", None, True)
     dup = client.post(f"{BASE}/environments", headers=MANAGE, json={"name": "staging"})
     assert dup.status_code == 409 and "already has an environment 'staging'" in dup.json()["error"]
     names = [e["name"] for e in client.get(f"{BASE}/environments", headers=MANAGE).json()["environments"]]
@@ -146,8 +176,11 @@ def test_environments_create_get_and_conflict(client: TestClient) -> None:
     prod = client.get(f"{BASE}/environments/production", headers=MANAGE).json()
     assert prod["current_deployment"]["id"] == "d1" and prod["in_progress_promotion"] is None
     assert client.get(f"{BASE}/environments/nope", headers=MANAGE).status_code == 404
-    patched = client.patch(f"{BASE}/environments/staging", headers=MANAGE,
-                           json={"promotion_settings": {"ramp_up_duration_seconds": 60}})  # fmt: skip
+    patched = client.patch(
+        f"{BASE}/environments/staging",
+        headers=MANAGE,
+        json={"promotion_settings": {"ramp_up_duration_seconds": 60}},
+    )
     assert patched.json()["environment"]["promotion_settings"]["ramp_up_duration_seconds"] == 60
 
 
@@ -156,8 +189,12 @@ def test_rolling_promotion_control(client: TestClient, registry: Registry) -> No
     res = client.post(f"{env}/promote", headers=MANAGE, json={"deployment_id": "d2", "percent": 25})
     assert res.status_code == 200 and res.json()["id"] == "d2"
     running = client.get(env, headers=MANAGE).json()
-    assert running["in_progress_promotion"] == {"status": "RAMPING_UP", "percent_traffic_to_new_version": 25,
-                                                "error_message": None, "rolling_deploy": True}  # fmt: skip
+    assert running["in_progress_promotion"] == {
+        "status": "RAMPING_UP",
+        "percent_traffic_to_new_version": 25,
+        "error_message": None,
+        "rolling_deploy": True,
+    }
     assert (running["current_deployment"]["id"], running["candidate_deployment"]["id"]) == ("d1", "d2")
     again = client.post(f"{env}/promote", headers=MANAGE, json={"deployment_id": "d2"})
     assert again.status_code == 409
@@ -171,14 +208,19 @@ def test_rolling_promotion_control(client: TestClient, registry: Registry) -> No
     assert res.status_code == 409 and "no promotion in progress" in res.json()["error"]
     now = 1_700_000_000_000
     assert registry.serving_timeline("m1", "production", 0, now + 1) == [
-        (0, frozenset()), (4_000, frozenset({"d1"})), (now, frozenset({"d2"}))]  # fmt: skip
+        (0, frozenset()),
+        (4_000, frozenset({"d1"})),
+        (now, frozenset({"d2"})),
+    ]
 
 
 def test_instant_promote_cancel_and_environment_activation(client: TestClient, registry: Registry) -> None:
     env = f"{BASE}/environments/production"
     client.post(f"{env}/promote", headers=MANAGE, json={"deployment_id": "d2", "rolling": True})
     assert client.post(f"{env}/cancel_promotion", headers=MANAGE).json() == {
-        "status": "CANCELED", "message": "promotion of d2 canceled"}  # fmt: skip
+        "status": "CANCELED",
+        "message": "promotion of d2 canceled",
+    }
     assert client.post(f"{env}/force_cancel_promotion", headers=MANAGE).status_code == 409
     assert client.post(f"{env}/deactivate", headers=MANAGE).json() == {"success": True}
     assert client.get(env, headers=MANAGE).json()["is_active"] is False
@@ -194,18 +236,28 @@ def test_events_endpoint(client: TestClient, registry: Registry) -> None:
     registry.update_autoscaling("m1", "d1", {"max_replica": 2}, at_ms=5_000)
     res = client.get(f"{BASE}/events?start_epoch_millis=0&end_epoch_millis=10000", headers=EXPORT)
     assert [(e["epoch_millis"], e["kind"]) for e in res.json()["events"]] == [
-        (1_000, "DEPLOYED"), (2_000, "DEPLOYED"), (3_000, "ENVIRONMENT_UPDATED"), (4_000, "PROMOTED"),
-        (5_000, "AUTOSCALING_CHANGED")]  # fmt: skip
-    res = client.get(f"{BASE}/events?start_epoch_millis=0&end_epoch_millis=10000&kinds=PROMOTED,deployed",
-                     headers=MANAGE)  # fmt: skip
+        (1_000, "DEPLOYED"),
+        (2_000, "DEPLOYED"),
+        (3_000, "ENVIRONMENT_UPDATED"),
+        (4_000, "PROMOTED"),
+        (5_000, "AUTOSCALING_CHANGED"),
+    ]
+    res = client.get(
+        f"{BASE}/events?start_epoch_millis=0&end_epoch_millis=10000&kinds=PROMOTED,deployed", headers=MANAGE
+    )
     assert [e["kind"] for e in res.json()["events"]] == ["DEPLOYED", "DEPLOYED", "PROMOTED"]
-    res = client.get(f"{BASE}/events?start_epoch_millis=0&end_epoch_millis=10000&kinds=AUTOSCALING_CHANGED"
-                     "&kinds=PROMOTED", headers=MANAGE)  # fmt: skip
+    res = client.get(
+        f"{BASE}/events?start_epoch_millis=0&end_epoch_millis=10000&kinds=AUTOSCALING_CHANGED&kinds=PROMOTED",
+        headers=MANAGE,
+    )
     promoted, scaled = res.json()["events"]
     assert promoted["environment"] == "production" and promoted["deployment_id"] == "d1"
     assert scaled["details"]["old"]["max_replica"] == 1 and scaled["details"]["new"]["max_replica"] == 2
     bad = client.get(f"{BASE}/events?kinds=EXPLODED", headers=MANAGE)
     assert bad.status_code == 400 and "unknown event kinds EXPLODED" in bad.json()["error"]
-    assert client.get(f"{BASE}/events?start_epoch_millis=5&end_epoch_millis=5", headers=MANAGE).status_code == 400
+    assert (
+        client.get(f"{BASE}/events?start_epoch_millis=5&end_epoch_millis=5", headers=MANAGE).status_code
+        == 400
+    )
     assert client.get(f"{BASE}/events?start_epoch_millis=abc", headers=MANAGE).status_code == 400
     assert client.get("/v1/models/m2/events", headers=MANAGE).status_code == 404

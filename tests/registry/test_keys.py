@@ -45,8 +45,15 @@ def test_short_key_prefix_comes_from_the_hash_not_the_key() -> None:
         ("WORKSPACE_MANAGE_API_KEYS", None, False, False, False, False, False),
     ],
 )
-def test_capabilities(key_type: str, scope: frozenset[str] | None, read_m1: bool, read_m2: bool, manage: bool,
-                      invoke_m1: bool, invoke_m2: bool) -> None:  # fmt: skip
+def test_capabilities(
+    key_type: str,
+    scope: frozenset[str] | None,
+    read_m1: bool,
+    read_m2: bool,
+    manage: bool,
+    invoke_m1: bool,
+    invoke_m2: bool,
+) -> None:
     key = _key(key_type, scope)
     assert k.can_read_metrics(key, "m1") is read_m1
     assert k.can_read_metrics(key, "m2") is read_m2

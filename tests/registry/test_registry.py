@@ -65,15 +65,29 @@ def test_lookups_are_scoped_to_organization_and_model(seeded: Registry) -> None:
     assert seeded.deployment("m1", "d1") is not None
     assert seeded.environment("m2", "production") is None
     d1 = seeded.deployment("m1", "d1")
-    assert d1 is not None and d1.instance_type_name == "1xH100" and d1.autoscaling.as_dict() == {
-        "min_replica": 0, "max_replica": 1, "autoscaling_window": 60, "scale_down_delay": 900,
-        "concurrency_target": 1, "target_utilization_percentage": 70}  # fmt: skip
+    assert (
+        d1 is not None
+        and d1.instance_type_name == "1xH100"
+        and d1.autoscaling.as_dict()
+        == {
+            "min_replica": 0,
+            "max_replica": 1,
+            "autoscaling_window": 60,
+            "scale_down_delay": 900,
+            "concurrency_target": 1,
+            "target_utilization_percentage": 70,
+        }
+    )
 
 
 def test_instant_promotions_timeline(seeded: Registry) -> None:
     seeded.promote("m1", "production", "d1", at_ms=10_000)
     seeded.promote("m1", "production", "d2", at_ms=50_000)
-    assert seeded.serving_timeline("m1", "production", 0, 100_000) == [(0, NOTHING), (10_000, D1), (50_000, D2)]
+    assert seeded.serving_timeline("m1", "production", 0, 100_000) == [
+        (0, NOTHING),
+        (10_000, D1),
+        (50_000, D2),
+    ]
     assert seeded.serving_timeline("m1", "production", 20_000, 100_000) == [(20_000, D1), (50_000, D2)]
     assert seeded.serving_timeline("m1", "production", 50_000, 60_000) == [(50_000, D2)]
     assert seeded.serving_timeline("m1", "production", 20_000, 50_000) == [(20_000, D1)]
@@ -90,19 +104,34 @@ def test_rolling_promotion_25_then_100(seeded: Registry) -> None:
     seeded.promote("m1", "production", "d1", at_ms=10_000)
     p = seeded.promote("m1", "production", "d2", percent=25, at_ms=30_000)
     assert (p.status, p.percent_traffic_to_new_version, p.rolling, p.previous_deployment_id) == (
-        "RAMPING_UP", 25, True, "d1")  # fmt: skip
+        "RAMPING_UP",
+        25,
+        True,
+        "d1",
+    )
     seeded.set_promotion_percent("m1", "production", 60, at_ms=40_000)
     env = seeded.environment("m1", "production")
     assert env is not None and (env.current_deployment_id, env.candidate_deployment_id) == ("d1", "d2")
-    assert env.in_progress_promotion is not None and env.in_progress_promotion.percent_traffic_to_new_version == 60
+    assert (
+        env.in_progress_promotion is not None
+        and env.in_progress_promotion.percent_traffic_to_new_version == 60
+    )
     with pytest.raises(Conflict, match="already has a promotion"):
         seeded.promote("m1", "production", "d3", at_ms=45_000)
     done = seeded.set_promotion_percent("m1", "production", 100, at_ms=60_000)
     assert done.status == "SUCCEEDED" and done.ended_at_ms == 60_000
     assert seeded.serving_timeline("m1", "production", 0, 100_000) == [
-        (0, NOTHING), (10_000, D1), (30_000, D1 | D2), (60_000, D2)]  # fmt: skip
+        (0, NOTHING),
+        (10_000, D1),
+        (30_000, D1 | D2),
+        (60_000, D2),
+    ]
     assert seeded.serving_timeline("m1", "production", 35_000, 45_000) == [(35_000, D1 | D2)]
-    assert seeded.promotion_steps(p.id) == [(30_000, "START", 25), (40_000, "STEP", 60), (60_000, "STEP", 100)]
+    assert seeded.promotion_steps(p.id) == [
+        (30_000, "START", 25),
+        (40_000, "STEP", 60),
+        (60_000, "STEP", 100),
+    ]
 
 
 def test_cancel_restores_previous(seeded: Registry) -> None:
@@ -111,7 +140,11 @@ def test_cancel_restores_previous(seeded: Registry) -> None:
     p = seeded.cancel_promotion("m1", "production", at_ms=45_000)
     assert p.status == "CANCELED"
     assert seeded.serving_timeline("m1", "production", 0, 100_000) == [
-        (0, NOTHING), (10_000, D1), (30_000, D1 | D2), (45_000, D1)]  # fmt: skip
+        (0, NOTHING),
+        (10_000, D1),
+        (30_000, D1 | D2),
+        (45_000, D1),
+    ]
     env = seeded.environment("m1", "production")
     assert env is not None and env.current_deployment_id == "d1" and env.in_progress_promotion is None
     with pytest.raises(Conflict, match="no promotion in progress"):
@@ -131,8 +164,14 @@ def test_pause_resume_roll_forward_and_control_events(seeded: Registry) -> None:
     done = seeded.force_roll_forward_promotion("m1", "production", at_ms=34_000)
     assert (done.status, done.percent_traffic_to_new_version) == ("SUCCEEDED", 100)
     assert seeded.serving_timeline("m1", "production", 0, 100_000) == [
-        (0, NOTHING), (10_000, D1), (30_000, D1 | D2), (34_000, D2)]  # fmt: skip
-    controls = [(e.at_ms, e.details["action"]) for e in seeded.list_events("m1", 0, 10**6, ["PROMOTION_CONTROL"])]
+        (0, NOTHING),
+        (10_000, D1),
+        (30_000, D1 | D2),
+        (34_000, D2),
+    ]
+    controls = [
+        (e.at_ms, e.details["action"]) for e in seeded.list_events("m1", 0, 10**6, ["PROMOTION_CONTROL"])
+    ]
     assert controls == [(31_000, "PAUSE"), (33_000, "RESUME"), (34_000, "ROLL_FORWARD")]
 
 
@@ -144,14 +183,23 @@ def test_force_cancel_and_deactivated_environment(seeded: Registry) -> None:
     assert seeded.deactivate_environment("m1", "production", at_ms=31_000) is False
     assert seeded.activate_environment("m1", "production", at_ms=40_000) is True
     assert seeded.serving_timeline("m1", "production", 0, 100_000) == [
-        (0, NOTHING), (10_000, D1), (20_000, D1 | D2), (25_000, D1), (30_000, NOTHING), (40_000, D1)]  # fmt: skip
+        (0, NOTHING),
+        (10_000, D1),
+        (20_000, D1 | D2),
+        (25_000, D1),
+        (30_000, NOTHING),
+        (40_000, D1),
+    ]
     assert seeded.serving_timeline("m1", "production", 35_000, 39_000) == [(35_000, NOTHING)]
     kinds = [k for _, k in _kinds(seeded) if k in ("ACTIVATED", "DEACTIVATED")]
     assert kinds == ["DEACTIVATED", "ACTIVATED"]
 
 
 def test_autoscaling_update_records_old_and_new(seeded: Registry) -> None:
-    assert seeded.update_autoscaling("m1", "d1", {"max_replica": 4, "concurrency_target": 8}, at_ms=5_000) == "ACCEPTED"
+    assert (
+        seeded.update_autoscaling("m1", "d1", {"max_replica": 4, "concurrency_target": 8}, at_ms=5_000)
+        == "ACCEPTED"
+    )
     assert seeded.update_autoscaling("m1", "d1", {"max_replica": 4}, at_ms=6_000) == "UNCHANGED"
     (event,) = seeded.list_events("m1", 0, 10**6, ["AUTOSCALING_CHANGED"])
     assert event.at_ms == 5_000 and event.deployment_id == "d1"
@@ -173,7 +221,11 @@ def test_deployment_status_instance_type_and_events(seeded: Registry) -> None:
     assert seeded.set_instance_type("m1", "d1", "A10G", 2, at_ms=4_500) is False
     d1 = seeded.deployment("m1", "d1")
     assert d1 is not None and (d1.status, d1.instance_type_name, d1.gpu_count) == ("ACTIVE", "2xA10G", 2)
-    assert _kinds(seeded)[-3:] == [(2_000, "DEACTIVATED"), (3_000, "ACTIVATED"), (4_000, "INSTANCE_TYPE_CHANGED")]
+    assert _kinds(seeded)[-3:] == [
+        (2_000, "DEACTIVATED"),
+        (3_000, "ACTIVATED"),
+        (4_000, "INSTANCE_TYPE_CHANGED"),
+    ]
     with pytest.raises(Conflict):
         seeded.create_deployment("m1", "d1", "dup")
     with pytest.raises(NotFound):
@@ -190,7 +242,12 @@ def test_replicas_targets_and_termination(seeded: Registry) -> None:
     assert len(targets) == 3
     first = targets[("d1", "http://10.0.0.1:8080/metrics")]
     assert (first.model_id, first.model_name, first.replica, first.environment, first.rollout_phase) == (
-        "m1", "llama", "r1", "production", "outgoing")  # fmt: skip
+        "m1",
+        "llama",
+        "r1",
+        "production",
+        "outgoing",
+    )
     assert targets[("d2", "http://10.0.0.2:8080/metrics")].rollout_phase == "incoming"
     assert targets[("d1", "http://10.0.0.1:9400/metrics")].kind == "dcgm"
     d1 = seeded.deployment("m1", "d1")

@@ -71,7 +71,11 @@ def iso(ms: int) -> str:
 
 def _env_pointers(registry: Registry, model_id: str) -> dict[str, str]:
     """environment name -> its current deployment id."""
-    return {e.name: e.current_deployment_id for e in registry.list_environments(model_id) if e.current_deployment_id}
+    return {
+        e.name: e.current_deployment_id
+        for e in registry.list_environments(model_id)
+        if e.current_deployment_id
+    }
 
 
 def model_v1(registry: Registry, model: ModelInfo) -> dict[str, Any]:
@@ -91,7 +95,9 @@ def model_v1(registry: Registry, model: ModelInfo) -> dict[str, Any]:
     }
 
 
-def deployment_v1(registry: Registry, d: DeploymentInfo, pointers: dict[str, str] | None = None) -> dict[str, Any]:
+def deployment_v1(
+    registry: Registry, d: DeploymentInfo, pointers: dict[str, str] | None = None
+) -> dict[str, Any]:
     """``DeploymentV1`` (plus ``gpu_type`` and ``gpu_count``)."""
     pointers = _env_pointers(registry, d.model_id) if pointers is None else pointers
     envs = sorted(name for name, dep in pointers.items() if dep == d.id)
@@ -127,8 +133,12 @@ def environment_v1(registry: Registry, env: EnvironmentInfo) -> dict[str, Any]:
     running = env.in_progress_promotion
     promotion = None
     if running is not None:
-        promotion = {"status": running.status, "percent_traffic_to_new_version": running.percent_traffic_to_new_version,
-                     "error_message": running.error_message, "rolling_deploy": running.rolling}  # fmt: skip
+        promotion = {
+            "status": running.status,
+            "percent_traffic_to_new_version": running.percent_traffic_to_new_version,
+            "error_message": running.error_message,
+            "rolling_deploy": running.rolling,
+        }
     return {
         "name": env.name,
         "created_at": iso(env.created_at_ms),
@@ -139,8 +149,13 @@ def environment_v1(registry: Registry, env: EnvironmentInfo) -> dict[str, Any]:
         "in_progress_promotion": promotion,
         "autoscaling_settings": env.autoscaling_settings or (current or {}).get("autoscaling_settings"),
         "promotion_settings": env.promotion_settings,
-        "instance_type": {"name": current["instance_type_name"], "gpu_type": current["gpu_type"],
-                          "gpu_count": current["gpu_count"]} if current else None,  # fmt: skip
+        "instance_type": {
+            "name": current["instance_type_name"],
+            "gpu_type": current["gpu_type"],
+            "gpu_count": current["gpu_count"],
+        }
+        if current
+        else None,
         "request_backpressure_settings": (current or {}).get("request_backpressure_settings"),
         "autoscaling_schedules": [],
     }
@@ -148,8 +163,15 @@ def environment_v1(registry: Registry, env: EnvironmentInfo) -> dict[str, Any]:
 
 def event_v1(e: EventInfo) -> dict[str, Any]:
     """One event: ``{id, kind, epoch_millis, model_id, deployment_id, environment, details}``."""
-    return {"id": e.id, "kind": e.kind, "epoch_millis": e.at_ms, "model_id": e.model_id,
-            "deployment_id": e.deployment_id, "environment": e.environment, "details": e.details}  # fmt: skip
+    return {
+        "id": e.id,
+        "kind": e.kind,
+        "epoch_millis": e.at_ms,
+        "model_id": e.model_id,
+        "deployment_id": e.deployment_id,
+        "environment": e.environment,
+        "details": e.details,
+    }
 
 
 # -- request bodies --------------------------------------------------------------------------------
@@ -218,7 +240,11 @@ def get_model(registry: RegistryDep, model: ReadModel) -> dict[str, Any]:
 def list_deployments(registry: RegistryDep, model: ReadModel, name: str | None = None) -> dict[str, Any]:
     """``DeploymentsV1``."""
     pointers = _env_pointers(registry, model.id)
-    return {"deployments": [deployment_v1(registry, d, pointers) for d in registry.list_deployments(model.id, name)]}
+    return {
+        "deployments": [
+            deployment_v1(registry, d, pointers) for d in registry.list_deployments(model.id, name)
+        ]
+    }
 
 
 @router.get("/models/{model_id}/deployments/{deployment_id}")
@@ -276,8 +302,13 @@ def list_environments(registry: RegistryDep, model: ReadModel) -> dict[str, Any]
 @router.post("/models/{model_id}/environments")
 def create_environment(registry: RegistryDep, model: ManageModel, body: EnvironmentCreate) -> dict[str, Any]:
     """Create an environment → ``EnvironmentV1``; 409 if the name is taken."""
-    env = _call(registry.create_environment, model.id, body.name, promotion_settings=body.promotion_settings,
-                autoscaling_settings=body.autoscaling_settings)  # fmt: skip
+    env = _call(
+        registry.create_environment,
+        model.id,
+        body.name,
+        promotion_settings=body.promotion_settings,
+        autoscaling_settings=body.autoscaling_settings,
+    )
     return environment_v1(registry, env)
 
 
@@ -293,14 +324,23 @@ def update_environment(
 ) -> dict[str, Any]:
     """Update settings (records ENVIRONMENT_UPDATED) → ``{environment, status, message}``."""
     resolve_environment(registry, model, env_name)
-    env = _call(registry.update_environment, model.id, env_name, promotion_settings=body.promotion_settings,
-                autoscaling_settings=body.autoscaling_settings)  # fmt: skip
-    return {"environment": environment_v1(registry, env), "status": "ACCEPTED", "message": "environment updated"}
+    env = _call(
+        registry.update_environment,
+        model.id,
+        env_name,
+        promotion_settings=body.promotion_settings,
+        autoscaling_settings=body.autoscaling_settings,
+    )
+    return {
+        "environment": environment_v1(registry, env),
+        "status": "ACCEPTED",
+        "message": "environment updated",
+    }
 
 
 @router.post("/models/{model_id}/environments/{env_name}/promote")
 def promote(registry: RegistryDep, model: ManageModel, env_name: str, body: PromoteBody) -> dict[str, Any]:
-    """Promote a deployment (instant, or rolling per the environment's settings / ``percent``) → ``DeploymentV1``."""
+    """Promote a deployment (instant, or rolling per settings / ``percent``) → ``DeploymentV1``."""
     resolve_environment(registry, model, env_name)
     d = resolve_deployment(registry, model, body.deployment_id)
     _call(registry.promote, model.id, env_name, d.id, percent=body.percent, rolling=body.rolling)
@@ -348,10 +388,13 @@ def _control(name: str, doc: str) -> None:
 _control("pause_promotion", "Pause the running rolling promotion → ``{success}``; 409 if none is running.")
 _control("resume_promotion", "Resume a paused promotion → ``{success}``; 409 if it is not paused.")
 _control("force_cancel_promotion", "Cancel now and roll back → ``{success}``; 409 if none is running.")
-_control("force_roll_forward_promotion", "Complete the promotion now → ``{success}``; 409 if none is running.")
+_control(
+    "force_roll_forward_promotion", "Complete the promotion now → ``{success}``; 409 if none is running."
+)
 
 
 # -- events -------------------------------------------------------------------------------------
+
 
 def _kinds(values: list[str] | None) -> list[str] | None:
     if not values:
