@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import duckdb
@@ -20,9 +21,20 @@ import numpy as np
 import pyarrow as pa
 
 from servemetrics.ingest.samples import SampleBatch
+from servemetrics.store import duckdb_codec as codec
 from servemetrics.store import duckdb_query as query
 from servemetrics.store.base import Selection, SelectResult, StoreStats, check_value_sets
+from servemetrics.store.duckdb_query import RollupIndex
 from servemetrics.store.duckdb_schema import CHUNK_MS, DDL, HOT_LABELS, ROLLUP_MS, build_rows, decode_chunks
+from servemetrics.store.duckdb_view import (
+    ChunkCache,
+    Generation,
+    Segment,
+    View,
+    concat,
+    empty_segment,
+    sort_segment,
+)
 from servemetrics.types import SeriesKey
 
 GRACE_MS = 10 * 60 * 1000
@@ -35,15 +47,17 @@ def _ids_sql(ids: np.ndarray) -> str:
     return ",".join(str(int(i)) for i in ids) or "NULL"
 
 
-def _ranges_sql(col: str, ranges: query.Ranges) -> str:
-    return " OR ".join(f"({col} >= {int(lo)} AND {col} < {int(hi)})" for lo, hi in ranges) or "FALSE"
-
-
 class DuckDBStore:
-    """A ``Store`` in one DuckDB file at ``path`` (created when missing)."""
+    """A ``Store`` in one DuckDB file at ``path`` (created when missing).
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    ``cache_samples`` bounds the in-memory cache of decoded sealed chunks (0 disables it).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, cache_samples: int = 4_000_000) -> None:
         self.path = Path(path)
+        self._cache = ChunkCache(cache_samples)
+        self._gen = Generation()
+        self._resolved: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[int, np.ndarray]] = {}
         self._con = duckdb.connect(str(self.path))
         for stmt in DDL:
             self._con.execute(stmt)
@@ -62,6 +76,12 @@ class DuckDBStore:
         self._newest = int(self._max_ts.max()) if self._max_ts.size else _NO_TS
         row = self._con.execute("SELECT value FROM meta WHERE key = 'sealed_until'").fetchone()
         self._sealed_until: int | None = None if row is None else int(row[0])
+        h = self._con.execute("SELECT series_id, ts, value FROM head").fetchnumpy()
+        self._view = View(
+            _NO_TS if row is None else int(row[0]),
+            (sort_segment(h["series_id"], h["ts"], h["value"]),),
+            self._load_rollups(),
+        )
         self._closed = False
 
     # -- series --------------------------------------------------------------------------------------
@@ -86,7 +106,12 @@ class DuckDBStore:
                 new.append((sid, name, json.dumps(labels), *(lab.get(h) for h in HOT_LABELS)))
             out[i] = sid
         if new:
-            self._con.executemany("INSERT INTO series VALUES (?, ?, ?, ?, ?, ?)", new)
+            cols = list(zip(*new, strict=True))
+            names = ["id", "name", "labels", *HOT_LABELS]
+            tbl = pa.table({n: pa.array(c, pa.uint32() if n == "id" else pa.string()) for n, c in zip(names, cols, strict=True)})
+            self._con.register("_series", tbl)
+            self._con.execute("INSERT INTO series SELECT * FROM _series")
+            self._con.unregister("_series")
             self._max_ts = np.concatenate([self._max_ts, np.full(len(new), _NO_TS, dtype=np.int64)])
         return out
 
@@ -102,71 +127,97 @@ class DuckDBStore:
             sid = ids[np.asarray(batch.series_index, dtype=np.int64)]
             ts = np.asarray(batch.ts_ms, dtype=np.int64)
             val = np.asarray(batch.values, dtype=np.float64)
-            order = np.lexsort((ts, sid))  # stable: the first of equal (series, ts) stays first
-            sid, ts, val = sid[order], ts[order], val[order]
+            sid, ts, val = sort_segment(sid, ts, val)  # stable: the first of equal (series, ts) stays first
             keep = np.ones(ts.size, dtype=bool)
             keep[1:] = (sid[1:] != sid[:-1]) | (ts[1:] != ts[:-1])
             sid, ts, val = sid[keep], ts[keep], val[keep]
-            self._con.begin()
-            try:
-                if self._sealed_until is None:
-                    self._set_sealed_until(int(ts.min()) // CHUNK_MS * CHUNK_MS)
-                assert self._sealed_until is not None
-                old = ts < self._sealed_until
-                added = self._merge_sealed(sid[old], ts[old], val[old]) if old.any() else 0
-                added += self._append_head(sid[~old], ts[~old], val[~old])
-                self._seal()
-                self._con.commit()
-            except BaseException:
-                self._con.rollback()
-                raise
-            return added
+            if self._sealed_until is None:
+                self._sealed_until = int(ts.min()) // CHUNK_MS * CHUNK_MS
+            old = ts < self._sealed_until
+            rewrite = bool(old.any())
+            return self._write(
+                lambda: self._merge_sealed(sid[old], ts[old], val[old]) if rewrite else 0,
+                lambda: self._append_head(sid[~old], ts[~old], val[~old]),
+                rewrites=rewrite,
+            )
+
+    def _write(self, *steps, rewrites: bool) -> int:
+        """Run ``steps`` in one transaction, then publish the new view (a sequence lock for rewrites)."""
+        self._next = self._view
+        self._con.begin()
+        try:
+            if rewrites:
+                self._gen.begin_write()
+            total = sum(step() for step in steps)
+            self._seal()
+            self._con.execute("INSERT OR REPLACE INTO meta VALUES ('sealed_until', ?)", [self._sealed_until])
+            if rewrites:
+                self._next = replace(self._next, rollups=self._load_rollups())
+            self._con.commit()
+        except BaseException:
+            self._con.rollback()
+            self._reload()
+            raise
+        finally:
+            self._view = self._next
+            if rewrites:
+                self._gen.end_write()
+        return total
+
+    def _reload(self) -> None:
+        """After a failed write: the view and bookkeeping from the file."""
+        row = self._con.execute("SELECT value FROM meta WHERE key = 'sealed_until'").fetchone()
+        self._sealed_until = None if row is None else int(row[0])
+        h = self._con.execute("SELECT series_id, ts, value FROM head").fetchnumpy()
+        segment = sort_segment(h["series_id"], h["ts"], h["value"])
+        self._next = View(_NO_TS if row is None else int(row[0]), (segment,), self._load_rollups())
+
+    def _load_rollups(self) -> RollupIndex:
+        cols = self._con.execute(
+            "SELECT series_id, bucket, n, sum, inc, coalesce(first_inc, 0) AS first_inc,"
+            " coalesce(prev_age, -1) AS prev_age, last_off, last_val FROM rollups ORDER BY series_id, bucket"
+        ).fetchnumpy()
+        return RollupIndex({k: np.asarray(v) for k, v in cols.items()}, ROLLUP_MS, presorted=True)
 
     def _append_head(self, sid: np.ndarray, ts: np.ndarray, val: np.ndarray) -> int:
         if ts.size == 0:
             return 0
         check = ts <= self._max_ts[sid]
         if check.any():
-            cand = pa.table({"i": np.flatnonzero(check), "sid": sid[check], "ts": ts[check]})
-            self._con.register("_cand", cand)
-            dup = self._con.execute(
-                "SELECT c.i FROM _cand c SEMI JOIN head h ON h.series_id = c.sid AND h.ts = c.ts"
-            ).fetchnumpy()["i"]
-            self._con.unregister("_cand")
-            if dup.size:
-                mask = np.ones(ts.size, dtype=bool)
-                mask[dup] = False
-                sid, ts, val = sid[mask], ts[mask], val[mask]
+            dup = np.zeros(ts.size, dtype=bool)
+            dup[check] = self._next.head_duplicates(sid[check], ts[check])
+            sid, ts, val = sid[~dup], ts[~dup], val[~dup]
+            if ts.size == 0:
+                return 0
         tbl = pa.table({"series_id": pa.array(sid, pa.uint32()), "ts": ts, "value": val})
         self._con.register("_new", tbl)
         self._con.execute("INSERT INTO head SELECT * FROM _new")
         self._con.unregister("_new")
         np.maximum.at(self._max_ts, sid, ts)
         self._newest = max(self._newest, int(ts.max()))
+        self._next = self._next.with_head((*self._next.head, (sid, ts, val)))
         return int(ts.size)
-
-    def _set_sealed_until(self, ts: int) -> None:
-        self._sealed_until = ts
-        self._con.execute("INSERT OR REPLACE INTO meta VALUES ('sealed_until', ?)", [ts])
 
     def _seal(self) -> None:
         """Move whole chunks that are ``GRACE_MS`` old from ``head`` into ``chunks`` and ``rollups``."""
         assert self._sealed_until is not None
         until = (self._newest - GRACE_MS) // CHUNK_MS * CHUNK_MS
         if until <= self._sealed_until:
+            self._next = replace(self._next, sealed_until=self._sealed_until)
             return
-        rows = self._con.execute(
-            "SELECT series_id, ts, value FROM head WHERE ts < ? ORDER BY series_id, ts", [until]
-        ).fetchnumpy()
-        sid, ts, val = rows["series_id"], rows["ts"], rows["value"]
+        sid, ts, val = concat(self._next.head)
+        m = ts < until
+        sid, ts, val = sort_segment(sid[m], ts[m], val[m])
         prev = self._con.execute(
             "SELECT series_id, max(last_ts), arg_max(last_val, last_ts) FROM chunks GROUP BY 1"
         ).fetchall()
-        self._write_rows(sid, ts, val, {p[0]: p[1] for p in prev}, {p[0]: p[2] for p in prev})
+        rollups = self._write_rows(sid, ts, val, {p[0]: p[1] for p in prev}, {p[0]: p[2] for p in prev})
         self._con.execute("DELETE FROM head WHERE ts < ?", [until])
-        self._set_sealed_until(until)
+        self._sealed_until = until
+        self._next = View(until, self._next.head_keep(until), self._next.rollups.merged(rollups))
 
-    def _write_rows(self, sid, ts, val, prev_ts: dict[int, int], prev_val: dict[int, float]) -> None:
+    def _write_rows(self, sid, ts, val, prev_ts: dict[int, int], prev_val: dict[int, float]) -> dict[str, np.ndarray]:
+        """Insert chunk and rollup rows for whole chunks of samples; return the rollup columns."""
         chunks, rollups = build_rows(sid, ts, val, prev_ts, prev_val)
         self._con.register("_chunks", chunks)
         self._con.register("_rollups", rollups)
@@ -174,6 +225,10 @@ class DuckDBStore:
         self._con.execute("INSERT INTO rollups SELECT * FROM _rollups")
         self._con.unregister("_chunks")
         self._con.unregister("_rollups")
+        cols = {c: rollups.column(c) for c in RollupIndex.COLUMNS}
+        cols["first_inc"] = cols["first_inc"].fill_null(0.0)
+        cols["prev_age"] = cols["prev_age"].fill_null(-1)
+        return {c: v.to_numpy() for c, v in cols.items()}
 
     def _merge_sealed(self, sid: np.ndarray, ts: np.ndarray, val: np.ndarray) -> int:
         """Merge samples older than the sealed boundary into their chunks (rewritten, with the next one)."""
@@ -239,27 +294,19 @@ class DuckDBStore:
         """Drop samples older than ``ts_ms`` (retention); return how many were dropped."""
         with self._lock:
             self._check_open()
-            self._con.begin()
-            try:
-                dropped = self._delete_before(int(ts_ms))
-                self._con.commit()
-            except BaseException:
-                self._con.rollback()
-                raise
-            return dropped
+            return self._write(lambda: self._delete_before(int(ts_ms)), rewrites=True)
 
     def _delete_before(self, cut: int) -> int:
         con = self._con
         dropped = int(con.execute("SELECT count(*) FROM head WHERE ts < ?", [cut]).fetchone()[0])  # type: ignore[index]
         con.execute("DELETE FROM head WHERE ts < ?", [cut])
+        self._next = replace(self._next, head=self._next.head_keep(cut))
         dropped += int(con.execute("SELECT coalesce(sum(n), 0) FROM chunks WHERE last_ts < ?", [cut]).fetchone()[0])  # type: ignore[index]
         con.execute("DELETE FROM chunks WHERE last_ts < ?", [cut])
         straddle = {(int(s), int(c)) for s, c in con.execute("SELECT series_id, start FROM chunks WHERE start < ?", [cut]).fetchall()}
-        con.execute(f"DELETE FROM rollups WHERE bucket < {cut // CHUNK_MS * CHUNK_MS + CHUNK_MS} AND bucket + last_off < ?", [cut])
+        con.execute("DELETE FROM rollups WHERE bucket + last_off < ?", [cut])
         if straddle:
-            sid, ts, val = self._load_chunks(straddle)
-            order = np.lexsort((ts, sid))
-            sid, ts, val = sid[order], ts[order], val[order]
+            sid, ts, val = sort_segment(*self._load_chunks(straddle))
             live = ts >= cut
             dropped += int((~live).sum())
             self._delete_chunks(straddle)
@@ -273,48 +320,84 @@ class DuckDBStore:
 
     # -- reads ---------------------------------------------------------------------------------------
 
+    def _matching(self, name: str, matchers: tuple[tuple[str, str], ...]) -> np.ndarray:
+        """Ids of the series named ``name`` that match every matcher (cached until a series is added)."""
+        n_keys = len(self._keys)
+        hit = self._resolved.get((name, matchers))
+        if hit is not None and hit[0] == n_keys:
+            return hit[1]
+        labels = self._labels
+        ids = [s for s in self._by_name.get(name, ()) if all(labels[s].get(k) == v for k, v in matchers)]
+        sids = np.array(ids, dtype=np.uint32)
+        self._resolved[(name, matchers)] = (n_keys, sids)
+        return sids
+
     def select(self, selection: Selection) -> SelectResult:
-        """Evaluate ``selection`` (semantics in ``servemetrics.store.base``) in a snapshot."""
+        """Evaluate ``selection`` (semantics in ``servemetrics.store.base``) on the current view."""
         check_value_sets(selection.value_sets)
         self._check_open()
-        matchers = selection.matchers
-        labels = self._labels
-        sids = np.array(
-            [s for s in self._by_name.get(selection.name, ()) if all(labels[s].get(k) == v for k, v in matchers)],
-            dtype=np.uint32,
-        )
+        sids = self._matching(selection.name, tuple(selection.matchers))
         if sids.size == 0 or not selection.value_sets:
             return {}
-        cur = self._con.cursor()
-        try:
-            cur.begin()
-            row = cur.execute("SELECT value FROM meta WHERE key = 'sealed_until'").fetchone()
-            sealed = _NO_TS if row is None else int(row[0])
+        while True:
+            with self._gen.lock:
+                gen, view = self._gen.value, self._view
+            if gen % 2:
+                self._gen.stable()
+                continue
             value, has = query.evaluate(
-                selection,
-                sids,
-                ROLLUP_MS,
-                sealed,
-                lambda ranges: self._read_raw(cur, sids, ranges, sealed),
-                lambda lo, hi: self._read_rollups(cur, sids, lo, hi),
+                selection, sids, view.rollups, view.sealed_until, lambda r: self._read_raw(view, sids, r, gen)
             )
-            cur.commit()
-        finally:
-            cur.close()
+            if self._gen.value == gen:  # no write changed sealed chunks meanwhile
+                break
+        labels = self._labels
         groups = [tuple(labels[s].get(g, "") for g in selection.group_by) for s in sids.tolist()]
         deps = [labels[s].get("deployment_id") for s in sids.tolist()]
         return query.group_cells(selection, groups, deps, value, has)
 
-    @staticmethod
-    def _read_raw(cur, sids: np.ndarray, ranges: query.Ranges, sealed: int):
-        ids = _ids_sql(sids)
+    def _read_chunks(self, sids: np.ndarray, ranges: query.Ranges, gen: int):
+        """Decoded sealed chunks of ``sids`` whose start lies in ``ranges`` (through the cache)."""
+        starts = sorted({c for lo, hi in ranges for c in range(lo, hi, CHUNK_MS)})
+        ids = sids.tolist()
+        found: list[tuple[int, np.ndarray, np.ndarray]] = []
+        missing: list[tuple[int, int]] = []
+        for c in starts:
+            for s in ids:
+                hit = self._cache.get((s, c), gen)
+                if hit is None:
+                    missing.append((s, c))
+                elif hit[0].size:
+                    found.append((s, *hit))
+        if missing:
+            m_ids = np.array(sorted({s for s, _ in missing}))
+            m_starts = ",".join(str(c) for c in sorted({c for _, c in missing}))
+            cur = self._con.cursor()
+            try:
+                rows = cur.execute(
+                    f"SELECT series_id, start, ts_enc, val_enc FROM chunks WHERE series_id IN ({_ids_sql(m_ids)})"
+                    f" AND start IN ({m_starts})"
+                ).fetchall()
+            finally:
+                cur.close()
+            new = {(r[0], r[1]): (codec.decode_ts(r[2]), codec.decode_values(r[3])) for r in rows}
+            empty = (np.zeros(0, np.int64), np.zeros(0))
+            self._cache.put([(k, new.get(k, empty)) for k in missing], gen)
+            found.extend((k[0], *v) for k, v in new.items())
+        if not found:
+            return empty_segment()
+        counts = [f[1].size for f in found]
+        return (
+            np.repeat(np.array([f[0] for f in found], np.uint32), counts),
+            np.concatenate([f[1] for f in found]),
+            np.concatenate([f[2] for f in found]),
+        )
+
+    def _read_raw(self, view: View, sids: np.ndarray, ranges: query.Ranges, gen: int) -> Segment:
+        sealed = view.sealed_until
         parts = []
         old = [(lo // CHUNK_MS * CHUNK_MS, min(hi, sealed)) for lo, hi in ranges if lo < sealed]
         if old:
-            rows = cur.execute(
-                f"SELECT series_id, ts_enc, val_enc FROM chunks WHERE series_id IN ({ids}) AND ({_ranges_sql('start', old)})"
-            ).fetchall()
-            s, t, v = decode_chunks(np.array([r[0] for r in rows], np.uint32), [r[1] for r in rows], [r[2] for r in rows])
+            s, t, v = self._read_chunks(sids, old, gen)
             starts = np.array([lo for lo, _ in ranges], dtype=np.int64)
             ends = np.array([hi for _, hi in ranges], dtype=np.int64)
             pos = np.searchsorted(starts, t, side="right") - 1
@@ -322,23 +405,8 @@ class DuckDBStore:
             parts.append((s[inside], t[inside], v[inside]))
         new = [(max(lo, sealed), hi) for lo, hi in ranges if hi > sealed]
         if new:
-            r = cur.execute(
-                f"SELECT series_id, ts, value FROM head WHERE series_id IN ({ids}) AND ({_ranges_sql('ts', new)})"
-            ).fetchnumpy()
-            parts.append((r["series_id"], r["ts"], r["value"]))
-        if not parts:
-            return np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(0)
-        return tuple(np.concatenate([p[i] for p in parts]) for i in range(3))
-
-    @staticmethod
-    def _read_rollups(cur, sids: np.ndarray, lo: int, hi: int) -> dict[str, np.ndarray]:
-        r = cur.execute(
-            "SELECT series_id, bucket, n, sum, inc, coalesce(first_inc, 0) AS first_inc,"
-            " coalesce(prev_age, -1) AS prev_age, last_off, last_val FROM rollups"
-            f" WHERE series_id IN ({_ids_sql(sids)}) AND bucket >= ? AND bucket < ? ORDER BY series_id, bucket",
-            [lo, hi],
-        ).fetchnumpy()
-        return {k: np.asarray(v) for k, v in r.items()}
+            parts.append(view.head_rows(sids, new, len(self._keys)))
+        return concat(parts)
 
     # -- housekeeping --------------------------------------------------------------------------------
 
@@ -351,10 +419,10 @@ class DuckDBStore:
         """Series and sample counts, bytes on disk (file and WAL), and how many samples are in ``head``."""
         cur = self._con.cursor()
         try:
-            head = int(cur.execute("SELECT count(*) FROM head").fetchone()[0])  # type: ignore[index]
             sealed = int(cur.execute("SELECT coalesce(sum(n), 0) FROM chunks").fetchone()[0])  # type: ignore[index]
         finally:
             cur.close()
+        head = self._view.head_samples()
         size = sum(p.stat().st_size for p in (self.path, Path(f"{self.path}.wal")) if p.exists())
         return StoreStats(series=len(self._keys), samples=head + sealed, bytes=size, extra={"head_samples": head})
 

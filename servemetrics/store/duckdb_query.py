@@ -21,22 +21,21 @@ from servemetrics.store.duckdb_schema import increases
 
 Ranges = list[tuple[int, int]]
 RawReader = Callable[[Ranges], tuple[np.ndarray, np.ndarray, np.ndarray]]
-RollupReader = Callable[[int, int], dict[str, np.ndarray]]
 
 
 @dataclass
 class Plan:
-    """Pieces of every value set: raw ``(vs, lo, hi)``, rollup ``(vs, lo, hi)`` and the raw fetch ranges."""
+    """Pieces of every value set: raw ``(vs, lo, hi)``, rollup ``(vs, lo, hi, tail follows)``, raw fetch ranges."""
 
     raw: list[tuple[int, int, int]]
-    roll: list[tuple[int, int, int]]
+    roll: list[tuple[int, int, int, bool]]
     fetch: Ranges
 
 
 def plan(sel: Selection, rollup_ms: int, rollup_until: int) -> Plan:
     """Split each value set's read range into rollup buckets (aligned, sealed) and raw pieces."""
     raw: list[tuple[int, int, int]] = []
-    roll: list[tuple[int, int, int]] = []
+    roll: list[tuple[int, int, int, bool]] = []
     fetch: Ranges = []
     lb = sel.lookback_ms
     inc = sel.reducer is Reducer.INCREASE
@@ -46,7 +45,7 @@ def plan(sel: Selection, rollup_ms: int, rollup_until: int) -> Plan:
         b = min(hi // rollup_ms * rollup_ms, rollup_until)
         pieces = [(lo, hi)]
         if a < b:
-            roll.append((i, a, b))
+            roll.append((i, a, b, b < hi))
             pieces = [p for p in ((lo, a), (b, hi)) if p[0] < p[1]]
             if inc and b < hi and a == lo:  # a tail piece without a head piece: prev may precede the set
                 fetch.append((lo - lb, lo))
@@ -102,28 +101,85 @@ class _Stream:
         return np.searchsorted(self.key, s.astype(np.int64) * self.span + (t - self.t0))
 
 
+class RollupIndex:
+    """The ``rollups`` table in memory, sorted by (series, bucket); ``key`` = series << 32 | bucket number."""
+
+    COLUMNS = ("series_id", "bucket", "n", "sum", "inc", "first_inc", "prev_age", "last_off", "last_val")
+
+    def __init__(self, cols: dict[str, np.ndarray], rollup_ms: int, presorted: bool = False) -> None:
+        sid = np.asarray(cols["series_id"], dtype=np.int64)
+        bucket = np.asarray(cols["bucket"], dtype=np.int64)
+        key = (sid << 32) | (bucket // rollup_ms)
+        order = slice(None) if presorted else np.argsort(key, kind="stable")
+        self.rollup_ms = rollup_ms
+        self.key = key[order]
+        self.bucket = bucket[order]
+        self.n = np.asarray(cols["n"], dtype=np.int64)[order]
+        self.sum = np.asarray(cols["sum"], dtype=np.float64)[order]
+        self.inc = np.asarray(cols["inc"], dtype=np.float64)[order]
+        first = np.asarray(cols["first_inc"], dtype=np.float64)[order]
+        self.prev_age = np.asarray(cols["prev_age"], dtype=np.int64)[order]  # -1: no previous sample
+        self.first_inc = np.where(self.prev_age >= 0, first, 0.0)
+        self.full_inc = self.inc + self.first_inc
+        self.last_ts = self.bucket + np.asarray(cols["last_off"], dtype=np.int64)[order]
+        self.last_val = np.asarray(cols["last_val"], dtype=np.float64)[order]
+
+    @classmethod
+    def empty(cls, rollup_ms: int) -> RollupIndex:
+        return cls({c: np.zeros(0) for c in cls.COLUMNS}, rollup_ms, presorted=True)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        return {
+            "series_id": self.key >> 32,
+            "bucket": self.bucket,
+            "n": self.n,
+            "sum": self.sum,
+            "inc": self.inc,
+            "first_inc": self.first_inc,
+            "prev_age": self.prev_age,
+            "last_off": self.last_ts - self.bucket,
+            "last_val": self.last_val,
+        }
+
+    def merged(self, cols: dict[str, np.ndarray]) -> RollupIndex:
+        """A new index with the rows ``cols`` (keys not present yet) added."""
+        if len(cols["bucket"]) == 0:
+            return self
+        mine = self.columns()
+        return RollupIndex({c: np.concatenate([mine[c], np.asarray(cols[c])]) for c in self.COLUMNS}, self.rollup_ms)
+
+    def ranges(self, sids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Row ranges ``[i0, i1)`` of series ``sids`` with buckets in ``[lo, hi)`` (multiples of the step)."""
+        base = sids.astype(np.int64) << 32
+        r = self.rollup_ms
+        return np.searchsorted(self.key, base | (lo // r)), np.searchsorted(self.key, base | (hi // r))
+
+
 def evaluate(
-    sel: Selection,
-    sids: np.ndarray,
-    rollup_ms: int,
-    rollup_until: int,
-    read_raw: RawReader,
-    read_rollups: RollupReader,
+    sel: Selection, sids: np.ndarray, rollups: RollupIndex, rollup_until: int, read_raw: RawReader
 ) -> tuple[np.ndarray, np.ndarray]:
     """Per series (rows, in ``sids`` order) and value set (columns): the reduced value and has-data mask."""
     n_s, n_v = sids.size, len(sel.value_sets)
-    p = plan(sel, rollup_ms, rollup_until)
+    p = plan(sel, rollups.rollup_ms, rollup_until)
     total = np.zeros((n_s, n_v))
     count = np.zeros((n_s, n_v), dtype=np.int64)
     r_sid, r_ts, r_val = read_raw(p.fetch) if p.raw else (np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(0))
-    roll = read_rollups(min(r[1] for r in p.roll), max(r[2] for r in p.roll)) if p.roll else None
+    v_s, v_ts, v_val = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+    if p.roll:
+        rs, rv, rlo, rhi = _grid([r[:3] for r in p.roll], n_s)
+        i0, i1 = rollups.ranges(sids[rs], rlo, rhi)
+        tail = np.tile(np.array([r[3] for r in p.roll], dtype=bool), n_s)
+        need = (i1 > i0) & (tail | (sel.reducer is Reducer.LAST))  # last sample of a run of buckets
+        j = i1[need] - 1
+        v_s, v_ts, v_val = rs[need], rollups.last_ts[j], rollups.last_val[j]
+        if sel.reducer is not Reducer.LAST:
+            _roll_pieces(sel, rollups, rs, rv, i0, i1, total, count)
+    if sel.reducer is not Reducer.LAST and not p.raw:
+        return _finish(sel, total, count)
     t0 = min([lo for lo, _ in p.fetch] + [r[1] for r in p.roll]) - 1
     span = max([hi for _, hi in p.fetch] + [r[2] for r in p.roll]) - t0 + 1
-    v_sidx = np.searchsorted(sids, roll["series_id"]) if roll else np.zeros(0, np.int64)
-    v_ts = roll["bucket"] + roll["last_off"] if roll else np.zeros(0, np.int64)
-    v_val = roll["last_val"] if roll else np.zeros(0)
     stream = _Stream(
-        np.concatenate([np.searchsorted(sids, r_sid), v_sidx]),
+        np.concatenate([np.searchsorted(sids, r_sid), v_s]),
         np.concatenate([r_ts, v_ts]),
         np.concatenate([r_val, v_val]),
         np.concatenate([np.ones(r_ts.size, bool), np.zeros(v_ts.size, bool)]),
@@ -133,8 +189,10 @@ def evaluate(
     if sel.reducer is Reducer.LAST:
         return _last(sel, stream, n_s)
     _raw_pieces(sel, stream, p.raw, n_s, total, count)
-    if roll is not None:
-        _roll_pieces(sel, roll, v_sidx, t0, span, p.roll, n_s, total, count)
+    return _finish(sel, total, count)
+
+
+def _finish(sel: Selection, total: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     if sel.reducer is Reducer.MEAN:
         with np.errstate(invalid="ignore", divide="ignore"):
             total = total / np.maximum(count, 1)
@@ -165,23 +223,18 @@ def _raw_pieces(sel: Selection, st: _Stream, pieces, n_s: int, total: np.ndarray
     np.add.at(count, (s, v), n)
 
 
-def _roll_pieces(sel, roll, sidx, t0, span, pieces, n_s, total, count) -> None:
-    key = sidx.astype(np.int64) * span + (roll["bucket"] - t0)
-    s, v, lo, hi = _grid(pieces, n_s)
-    base = s.astype(np.int64) * span - t0
-    i0, i1 = np.searchsorted(key, base + lo), np.searchsorted(key, base + hi)
-    n = range_sum(roll["n"], i0, i1).astype(np.int64)
+def _roll_pieces(sel, ix: RollupIndex, s, v, i0, i1, total, count) -> None:
+    n = range_sum(ix.n, i0, i1).astype(np.int64)
     if sel.reducer is Reducer.MEAN:
-        value = range_sum(roll["sum"], i0, i1)
+        value = range_sum(ix.sum, i0, i1)
     else:
-        first = roll["first_inc"]
-        full = roll["inc"] + first
         starts = np.array([vs.start_ms for vs in sel.value_sets], dtype=np.int64)[v]
-        value = range_sum(full, np.minimum(i0 + 1, i1), i1)
-        j = np.minimum(i0, max(key.size - 1, 0))
-        prev_ts = roll["bucket"][j] - roll["prev_age"][j]
-        ok = (i1 > i0) & (roll["prev_age"][j] >= 0) & (prev_ts >= starts - sel.lookback_ms)
-        value = value + np.where(i1 > i0, roll["inc"][j], 0.0) + np.where(ok, first[j], 0.0)
+        value = range_sum(ix.full_inc, np.minimum(i0 + 1, i1), i1)
+        j = np.minimum(i0, max(ix.key.size - 1, 0))
+        if ix.key.size:
+            prev_ts = ix.bucket[j] - ix.prev_age[j]
+            ok = (i1 > i0) & (ix.prev_age[j] >= 0) & (prev_ts >= starts - sel.lookback_ms)
+            value = value + np.where(i1 > i0, ix.inc[j], 0.0) + np.where(ok, ix.first_inc[j], 0.0)
     np.add.at(total, (s, v), np.where(n > 0, value, 0.0))
     np.add.at(count, (s, v), n)
 
@@ -207,12 +260,16 @@ def group_cells(
     Every group with a series that serves in some value set appears, even when all its cells are ``None``.
     """
     n_v = len(sel.value_sets)
-    serve = np.array(
-        [[d is not None and d in vs.deployment_ids for vs in sel.value_sets] for d in deployments], dtype=bool
-    ).reshape(len(deployments), n_v)
+    names = sorted({d for d in deployments if d is not None})
+    masks = np.zeros((len(names) + 1, n_v), dtype=bool)  # the last row: no deployment_id, never serves
+    for k, d in enumerate(names):
+        masks[k] = [d in vs.deployment_ids for vs in sel.value_sets]
+    code = {d: k for k, d in enumerate(names)}
+    serve = masks[np.array([code.get(d, len(names)) for d in deployments], dtype=np.int64)]  # type: ignore[arg-type]
     use = serve & has
     keys = sorted(set(groups))
-    gi = np.array([keys.index(g) for g in groups], dtype=np.int64) if groups else np.zeros(0, np.int64)
+    kidx = {g: k for k, g in enumerate(keys)}
+    gi = np.array([kidx[g] for g in groups], dtype=np.int64)
     tot = np.zeros((len(keys), n_v))
     cnt = np.zeros((len(keys), n_v), dtype=np.int64)
     present = np.zeros(len(keys), dtype=bool)
@@ -222,5 +279,5 @@ def group_cells(
     out: SelectResult = {}
     for k, key in enumerate(keys):
         if present[k]:  # a group whose series serve in some value set appears, even with no data
-            out[key] = [Cell(float(t), int(c)) if c else None for t, c in zip(tot[k].tolist(), cnt[k].tolist())]
+            out[key] = [Cell(t, c) if c else None for t, c in zip(tot[k].tolist(), cnt[k].tolist(), strict=True)]
     return out

@@ -1,0 +1,143 @@
+"""In-memory side of ``DuckDBStore``: an immutable ``View`` of head and rollups, and the chunk cache.
+
+The DuckDB file is the source of truth. The writer keeps a copy of ``head`` (segments of samples
+sorted by series and ts) and of ``rollups`` (a ``RollupIndex``) in memory and publishes a new ``View``
+after each commit; readers take the current view and never wait for the writer. Sealed chunks are read
+from the file (through ``ChunkCache``). ``Generation`` is a sequence lock for the rare writes that change
+sealed chunks (late samples, retention): readers that overlap one retry.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from servemetrics.store.duckdb_query import RollupIndex
+
+Segment = tuple[np.ndarray, np.ndarray, np.ndarray]  # series id (uint32), ts (int64), value (float64)
+
+
+def empty_segment() -> Segment:
+    """A segment without samples."""
+    return np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(0, np.float64)
+
+
+def sort_segment(sid: np.ndarray, ts: np.ndarray, val: np.ndarray) -> Segment:
+    """Sort by (series, ts), stable."""
+    order = np.lexsort((ts, sid))
+    return sid[order], ts[order], val[order]
+
+
+def concat(segments: tuple[Segment, ...] | list[Segment]) -> Segment:
+    """All samples of ``segments`` in one (unsorted) segment."""
+    if not segments:
+        return empty_segment()
+    return tuple(np.concatenate([s[i] for s in segments]) for i in range(3))  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class View:
+    """What readers see: samples at or after ``sealed_until`` (head) and the rollups of older ones."""
+
+    sealed_until: int
+    head: tuple[Segment, ...]
+    rollups: RollupIndex
+
+    def with_head(self, segments: tuple[Segment, ...]) -> View:
+        """The same view with other head segments (merged into one when there are many)."""
+        if len(segments) > 32:
+            segments = (sort_segment(*concat(segments)),)
+        return replace(self, head=segments)
+
+    def head_keep(self, keep_from: int) -> tuple[Segment, ...]:
+        """Head segments without samples before ``keep_from``, merged into one."""
+        sid, ts, val = concat(self.head)
+        m = ts >= keep_from
+        return (sort_segment(sid[m], ts[m], val[m]),)
+
+    def head_rows(self, sids: np.ndarray, ranges: list[tuple[int, int]], n_series: int) -> Segment:
+        """Head samples of ``sids`` with ts in any of the sorted, disjoint ``ranges``."""
+        want = np.zeros(max(n_series, int(sids.max(initial=0)) + 1), dtype=bool)
+        want[sids] = True
+        starts = np.array([lo for lo, _ in ranges], dtype=np.int64)
+        ends = np.array([hi for _, hi in ranges], dtype=np.int64)
+        out = []
+        for sid, ts, val in self.head:
+            if ts.size == 0:
+                continue
+            pos = np.searchsorted(starts, ts, side="right") - 1
+            m = (pos >= 0) & (ts < ends[np.maximum(pos, 0)])
+            m &= want[np.minimum(sid, want.size - 1)]
+            out.append((sid[m], ts[m], val[m]))
+        return concat(out)
+
+    def head_duplicates(self, sid: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        """Mask of the (sid, ts) pairs already in head."""
+        h_sid, h_ts, _ = concat(self.head)
+        if h_ts.size == 0 or ts.size == 0:
+            return np.zeros(ts.size, dtype=bool)
+        t0 = min(int(h_ts.min()), int(ts.min()))
+        span = max(int(h_ts.max()), int(ts.max())) - t0 + 1
+        return np.isin(sid.astype(np.int64) * span + (ts - t0), h_sid.astype(np.int64) * span + (h_ts - t0))
+
+    def head_samples(self) -> int:
+        """How many samples head holds."""
+        return sum(int(s[1].size) for s in self.head)
+
+
+class Generation:
+    """A sequence lock: odd while a write that changes sealed chunks commits."""
+
+    def __init__(self) -> None:
+        self.value = 0
+        self.lock = threading.Lock()
+
+    def begin_write(self) -> None:
+        with self.lock:
+            self.value += 1
+
+    def end_write(self) -> None:
+        with self.lock:
+            self.value += 1
+
+    def stable(self) -> int:
+        """The current even generation (waits while a write is in progress)."""
+        while True:
+            g = self.value
+            if g % 2 == 0:
+                return g
+            time.sleep(0.001)
+
+
+class ChunkCache:
+    """Decoded sealed chunks by (series id, start) for one generation, up to ``budget`` samples."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+        self._gen = -1
+        self._d: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._size = 0
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[int, int], gen: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """The cached chunk (empty arrays: known not to exist), or ``None``."""
+        return self._d.get(key) if gen == self._gen else None
+
+    def put(self, items: list[tuple[tuple[int, int], tuple[np.ndarray, np.ndarray]]], gen: int) -> None:
+        """Remember decoded chunks read in generation ``gen`` (the oldest go first when over budget)."""
+        if self.budget <= 0:
+            return
+        with self._lock:
+            if gen != self._gen:
+                if gen < self._gen:
+                    return
+                self._gen, self._d, self._size = gen, {}, 0
+            for key, arrays in items:
+                self._d[key] = arrays
+                self._size += arrays[0].size + 1
+            while self._size > self.budget and self._d:
+                old = self._d.pop(next(iter(self._d)))
+                self._size -= old[0].size + 1
