@@ -160,6 +160,13 @@ def questions(now_ms: int, end_ms: int) -> dict[str, list[Selection]]:
     }
 
 
+def time_questions(store: DuckDBStore, now: int, end_ms: int, runs: int) -> None:
+    """Print p50/p95 of each question (all selections of the default metric set)."""
+    for name, sels in questions(now, end_ms).items():
+        p50, p95 = timed(lambda sels=sels: [store.select(s) for s in sels], runs)
+        print(f"  {name:24s} p50 {p50:8.1f} ms   p95 {p95:8.1f} ms   ({len(sels[0].value_sets)} value sets)")
+
+
 def write_config(path: Path, data_dir: Path, port: int, end_ms: int) -> None:
     """The service config for ``--http``: model m1, deployments d1-d3, the promotion timeline."""
     import yaml
@@ -206,7 +213,13 @@ def bench_http(out: Path, data_dir: Path, end_ms: int, runs: int) -> None:
     write_config(cfg, data_dir, port, end_ms)
     url = f"http://127.0.0.1:{port}/v1/models/m1/environments/production/metrics"
     headers = {"Authorization": f"Api-Key {API_KEY}"}
-    proc = subprocess.Popen([sys.executable, "-m", "servemetrics", "serve", "--config", str(cfg)], cwd=out.parent.parent)
+    log = open(out / "serve.log", "w")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "servemetrics", "serve", "--config", str(cfg)],
+        cwd=Path(__file__).resolve().parents[1],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         with httpx.Client(timeout=60) as client:
             deadline = time.time() + 60
@@ -233,11 +246,19 @@ def bench_http(out: Path, data_dir: Path, end_ms: int, runs: int) -> None:
                 if r.status_code != 200:
                     print(f"  {name:24s} HTTP {r.status_code}: {r.text[:200]}")
                     continue
+                filled, total = _count_values(r.json())
                 p50, p95 = timed(lambda p=p: client.get(url, params=p, headers=headers).raise_for_status(), runs)
-                print(f"  {name:24s} p50 {p50:8.1f} ms   p95 {p95:8.1f} ms")
+                print(f"  {name:24s} p50 {p50:8.1f} ms   p95 {p95:8.1f} ms   ({filled} of {total} values non-null)")
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+        log.close()
+
+
+def _count_values(doc: dict) -> tuple[int, int]:
+    """Non-null and all cells of ``metric_values[*].values`` (a sanity check that data came back)."""
+    cells = [c for vs in doc.get("metric_values", []) for row in vs.get("values", []) for c in row]
+    return sum(c is not None for c in cells), len(cells)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -264,10 +285,12 @@ def main(argv: list[str] | None = None) -> None:
     print(f"disk: {st.bytes:,} bytes = {st.bytes / n:.3f} B/sample after checkpoint ({st.samples:,} samples stored)")
     now = end_ms - 7_531  # a realistic, unaligned "now" just after the last scrape
     print(f"\nstore-level selections, default metric set, {args.runs} runs after a warm-up:")
-    for name, sels in questions(now, end_ms).items():
-        p50, p95 = timed(lambda sels=sels: [store.select(s) for s in sels], args.runs)
-        print(f"  {name:24s} p50 {p50:8.1f} ms   p95 {p95:8.1f} ms   ({len(sels[0].value_sets)} value sets)")
+    time_questions(store, now, end_ms, args.runs)
     store.close()
+    cold = DuckDBStore(data_dir / STORE_FILE, cache_samples=0)
+    print("\nthe same after reopening, without the decoded-chunk cache (every raw edge decoded again):")
+    time_questions(cold, now, end_ms, args.runs)
+    cold.close()
     if args.http:
         bench_http(args.out.resolve(), data_dir.resolve(), end_ms, args.runs)
 

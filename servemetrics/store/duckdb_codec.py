@@ -27,6 +27,8 @@ _WIDTHS = ((1, np.uint8), (2, np.uint16), (4, np.uint32), (8, np.uint64))
 def _pack(kind: int, base: int, first: int, rest: np.ndarray) -> bytes:
     """Pack non-negative ``rest`` (uint64) with the smallest byte width, byte-transposed, maybe zstd."""
     top = int(rest.max()) if rest.size else 0
+    if top == 0:  # all equal: the header says it all
+        return _INT_HEAD.pack(kind, 0, False, base, first, rest.size)
     width, dtype = next((w, d) for w, d in _WIDTHS if top < (1 << (8 * w)))
     planes = rest.astype(dtype).view(np.uint8).reshape(-1, width).T.tobytes()
     packed = bytes(cramjam.zstd.compress(planes, level=3)) if len(planes) > 64 else planes
@@ -37,6 +39,8 @@ def _pack(kind: int, base: int, first: int, rest: np.ndarray) -> bytes:
 
 def _unpack(blob: bytes) -> tuple[int, int, int, np.ndarray]:
     kind, width, use_zstd, base, first, n = _INT_HEAD.unpack_from(blob)
+    if width == 0:
+        return kind, base, first, np.zeros(n, dtype=np.uint64)
     body = blob[_INT_HEAD.size :]
     if use_zstd:
         body = bytes(cramjam.zstd.decompress(body))

@@ -1,0 +1,128 @@
+"""``DuckDBStore`` specifics: the file, durability, retention, concurrency, ``open_store``."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+
+from servemetrics.ingest.samples import SampleBatch
+from servemetrics.store import STORE_FILE, open_store
+from servemetrics.store.base import Cell, Reducer, Selection, ValueSet
+from servemetrics.store.duckdb import DuckDBStore
+from servemetrics.store.duckdb_schema import CHUNK_MS
+from servemetrics.types import labels_of
+from tests.store.helpers import HOUR, MIN, T0
+
+KEYS = [
+    ("req_total", labels_of({"model_id": "m1", "deployment_id": "d1", "replica": f"r{r}", "status_code": c}))
+    for r in range(4)
+    for c in ("200", "500")
+]
+ALL = frozenset({"d1"})
+
+
+def grid_batch(start: int, n: int, base: float = 0.0) -> SampleBatch:
+    """Every series of ``KEYS`` at 15 s for ``n`` steps, counters rising by 1 a step."""
+    ts = start + 15_000 * np.arange(n, dtype=np.int64)
+    k = len(KEYS)
+    return SampleBatch(
+        KEYS,
+        np.tile(np.arange(k, dtype=np.uint32), n),
+        np.repeat(ts, k),
+        np.repeat(base + (ts - T0) / 15_000, k),
+    )
+
+
+def increase(store: DuckDBStore, lo: int, hi: int) -> dict:
+    return store.select(Selection("req_total", Reducer.INCREASE, (ValueSet(lo, hi, ALL),), ("status_code",)))
+
+
+def test_open_store_creates_the_file_in_the_data_dir(tmp_path: Path) -> None:
+    store = open_store(tmp_path / "data")
+    try:
+        assert isinstance(store, DuckDBStore)
+        assert (tmp_path / "data" / STORE_FILE).exists()
+    finally:
+        store.close()
+
+
+def test_sealing_moves_old_samples_to_chunks_and_keeps_answers(tmp_path: Path) -> None:
+    store = DuckDBStore(tmp_path / "s.duckdb")
+    assert store.append(grid_batch(T0, 6 * 240)) == 6 * 240 * len(KEYS)  # 6 hours
+    stats = store.stats()
+    assert stats.samples == 6 * 240 * len(KEYS)
+    assert stats.extra["head_samples"] < stats.samples  # sealed chunks exist
+    assert increase(store, T0 + 7, T0 + 6 * HOUR) == {
+        ("200",): [Cell(4 * (6 * 240 - 1), 4)],
+        ("500",): [Cell(4 * (6 * 240 - 1), 4)],
+    }
+    store.close()
+
+
+def test_reopen_reads_the_same_answers(tmp_path: Path) -> None:
+    path = tmp_path / "s.duckdb"
+    store = DuckDBStore(path)
+    store.append(grid_batch(T0, 5 * 240))
+    before = [increase(store, T0 + a, T0 + b) for a, b in ((0, HOUR), (HOUR + 1, 4 * HOUR + 7), (0, 5 * HOUR))]
+    store.close()
+    again = DuckDBStore(path)
+    after = [increase(again, T0 + a, T0 + b) for a, b in ((0, HOUR), (HOUR + 1, 4 * HOUR + 7), (0, 5 * HOUR))]
+    assert after == before
+    assert again.append(grid_batch(T0, 10, base=1000)) == 0  # first write wins across reopen
+    again.close()
+
+
+def test_late_samples_merge_into_sealed_chunks(tmp_path: Path) -> None:
+    store = DuckDBStore(tmp_path / "s.duckdb")
+    full = grid_batch(T0, 6 * 240)
+    keep = np.ones(len(full), dtype=bool)
+    keep[len(KEYS) * 100 : len(KEYS) * 110] = False  # 10 steps held back
+    store.append(SampleBatch(KEYS, full.series_index[keep], full.ts_ms[keep], full.values[keep]))
+    gap = increase(store, T0, T0 + HOUR)
+    late = SampleBatch(KEYS, full.series_index[~keep], full.ts_ms[~keep], full.values[~keep])
+    assert store.append(late) == int((~keep).sum())
+    assert increase(store, T0, T0 + HOUR) == gap  # the same deltas, now in more steps
+    assert store.append(late) == 0
+    store.close()
+
+
+def test_apply_retention(tmp_path: Path) -> None:
+    store = DuckDBStore(tmp_path / "s.duckdb")
+    store.append(grid_batch(T0, 8 * 240))
+    dropped = store.apply_retention(now_ms=T0 + 8 * HOUR, retention_ms=5 * HOUR)
+    assert dropped == 3 * 240 * len(KEYS)
+    assert store.stats().samples == 5 * 240 * len(KEYS)
+    got = increase(store, T0, T0 + 8 * HOUR)
+    assert got[("200",)] == [Cell(4 * (5 * 240 - 1), 4)]
+    store.close()
+
+
+def test_reads_run_while_ingest_writes(tmp_path: Path) -> None:
+    store = DuckDBStore(tmp_path / "s.duckdb")
+    store.append(grid_batch(T0, 240))
+    errors: list[BaseException] = []
+    done = threading.Event()
+
+    def writer() -> None:
+        try:
+            for h in range(1, 12):
+                store.append(grid_batch(T0 + h * HOUR, 240))
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+        finally:
+            done.set()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    reads = 0
+    while not done.is_set() or reads < 5:
+        got = increase(store, T0 + 1, T0 + HOUR)  # always fully stored before the writer starts
+        assert got[("200",)] == [Cell(4 * 239.0, 4)]
+        reads += 1
+    t.join()
+    assert not errors
+    assert store.stats().samples == 12 * 240 * len(KEYS)
+    assert CHUNK_MS < 12 * HOUR and MIN
+    store.close()
