@@ -68,23 +68,34 @@ def adapt(samples: Iterable[Sample], target_labels: Mapping[str, str]) -> list[S
     extra = {k: v for k, v in target_labels.items() if v}
     out: list[Sample] = []
     best: dict[tuple[str, tuple[tuple[str, str], ...], int], tuple[int, int]] = {}
+    plans: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[Rule, tuple[tuple[str, str], ...]]]] = {}
     for s in samples:
-        rules = rules_for(s.name)
-        if not rules:
-            continue
-        source_labels = dict(s.labels)
-        for rule in rules:
-            if not rule.applies(source_labels):
-                continue
-            labels = rule.map_labels(source_labels)
-            labels.update(extra)
-            key = (rule.target, tuple(sorted(labels.items())), s.ts_ms)
+        plan = plans.get((s.name, s.labels))
+        if plan is None:
+            plan = plans[(s.name, s.labels)] = _plan(s, extra)
+        for rule, labels in plan:
+            key = (rule.target, labels, s.ts_ms)
             value = s.value / rule.divisor if rule.divisor != 1.0 else s.value
             prev = best.get(key)
             if prev is None:
                 best[key] = (rule.priority, len(out))
-                out.append(Sample(key[0], key[1], value, s.ts_ms))
+                out.append(Sample(rule.target, labels, value, s.ts_ms))
             elif rule.priority > prev[0]:
                 best[key] = (rule.priority, prev[1])
-                out[prev[1]] = Sample(key[0], key[1], value, s.ts_ms)
+                out[prev[1]] = Sample(rule.target, labels, value, s.ts_ms)
     return out
+
+
+def _plan(sample: Sample, extra: dict[str, str]) -> list[tuple[Rule, tuple[tuple[str, str], ...]]]:
+    """The rules that apply to one source series, each with its canonical label set."""
+    rules = rules_for(sample.name)
+    if not rules:
+        return []
+    source_labels = dict(sample.labels)
+    plan = []
+    for rule in rules:
+        if rule.applies(source_labels):
+            labels = rule.map_labels(source_labels)
+            labels.update(extra)
+            plan.append((rule, tuple(sorted(labels.items()))))
+    return plan

@@ -1,0 +1,399 @@
+"""Backfill: stream an OpenMetrics file with timestamps (seconds) into adapted ``SampleBatch`` es.
+
+The file is read in chunks (never whole) and cut into *parse units*: one metric family's metadata
+lines (``# HELP``/``# TYPE``/``# UNIT``) plus a run of its sample lines, closed with ``# EOF``. Each
+unit is parsed by ``prometheus_client``'s OpenMetrics parser. Units are cut
+
+- at every metadata line of a new family, and when a family's metadata repeats (concatenated scrapes);
+- in histogram / summary families, at every timestamp change: ``prometheus_client`` 0.26 remembers the
+  series of a group across timestamps and drops the second point of every bucket, then fails with
+  "+Inf bucket missing" (regression case C11), so each unit holds one timestamp;
+- in other families, when a series comes back after another one (the parser rejects interleaved series
+  within a family as "Invalid metric grouping"), and every ``_MAX_UNIT_LINES`` lines at a series change.
+
+Units are parsed, then adapted (``adapters.adapt``) in chunks of about ``_CHUNK_LINES`` lines, either
+in this process or in a pool of worker processes.
+"""
+
+from __future__ import annotations
+
+import io
+import multiprocessing
+from collections import deque
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+
+import numpy as np
+from prometheus_client import parser as _text_parser
+from prometheus_client.openmetrics import parser as _om_parser
+
+from servemetrics.ingest.adapters import adapt
+from servemetrics.ingest.exposition import _PARSE_ERRORS, collect_samples
+from servemetrics.ingest.samples import SampleBatch
+
+Progress = Callable[[int, int | None], None]
+"""``progress(bytes_read, total_bytes_or_None)``, called after each chunk read."""
+
+_READ_BYTES = 4 << 20
+_MAX_UNIT_LINES = 5_000
+_CHUNK_LINES = 40_000
+_AUTO_WORKERS_MIN_BYTES = 32 << 20
+_NO_TS = -(2**63)
+_PER_TIMESTAMP = frozenset({"histogram", "gaugehistogram", "summary"})
+_SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "summary": ("", "_count", "_sum", "_created"),
+    "histogram": ("_count", "_sum", "_bucket", "_created"),
+    "gaugehistogram": ("_gcount", "_gsum", "_bucket"),
+    "info": ("_info",),
+}
+
+
+class BackfillError(ValueError):
+    """The backfill file is not valid OpenMetrics with timestamps; the message names the line."""
+
+
+@dataclass(frozen=True)
+class _Unit:
+    family: str                  # the family name
+    kind: str                    # the family's TYPE ("unknown" without one)
+    meta: str                    # the family's metadata lines
+    lines: list[str]             # sample lines
+    meta_lines: tuple[int, ...]  # file line numbers of the metadata lines
+    first_line: int              # file line number of the first sample line
+
+
+def _sample_name(line: str) -> str:
+    brace, space = line.find("{"), line.find(" ")
+    end = brace if brace != -1 and (space == -1 or brace < space) else space
+    return line[:end] if end != -1 else line.rstrip("\n")
+
+
+def _timestamp_token(line: str) -> str:
+    head = line.split(" # ", 1)[0] if " # " in line else line
+    head = head.rstrip()
+    return head[head.rfind(" ") + 1:]
+
+
+def _series_token(line: str, name: str) -> str:
+    if line.startswith(name + "{"):
+        return line[: line.find("} ") + 1]
+    return name
+
+
+class _Cutter:
+    """Cut a stream of lines into parse units (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.line_no = 0
+        self._family: str | None = None
+        self._type = "unknown"
+        self._allowed: frozenset[str] = frozenset()
+        self._meta: list[str] = []
+        self._meta_nos: list[int] = []
+        self._lines: list[str] = []
+        self._first = 0
+        self._ts = ""
+        self._keys: set[str] = set()
+        self._last_key = ""
+
+    def feed(self, lines: list[str], units: list[_Unit]) -> None:
+        """Consume lines (each ending in ``\\n``), appending finished units to ``units``."""
+        for line in lines:
+            self.line_no += 1
+            if line[0] == "#":
+                self._metadata(line, units)
+            elif line != "\n":
+                self._sample(line, units)
+
+    def close(self, units: list[_Unit]) -> None:
+        """Flush the last unit."""
+        self._flush(units)
+
+    def _metadata(self, line: str, units: list[_Unit]) -> None:
+        if line.startswith("# EOF"):
+            self._flush(units)
+            self._family = None
+            return
+        parts = line.split(" ", 3)
+        name = parts[2].rstrip("\n") if len(parts) > 2 else ""
+        if name != self._family or self._lines:
+            self._flush(units)
+            self._family, self._type, self._meta, self._meta_nos = name, "unknown", [], []
+            self._allowed = frozenset({name})
+        if len(parts) == 4 and parts[1] == "TYPE":
+            self._type = parts[3].strip()
+            self._allowed = frozenset(name + s for s in _SUFFIXES.get(self._type, ("",)))
+        self._meta.append(line)
+        self._meta_nos.append(self.line_no)
+
+    def _sample(self, line: str, units: list[_Unit]) -> None:
+        name = _sample_name(line)
+        if name not in self._allowed:
+            self._flush(units)
+            self._family, self._type, self._meta, self._meta_nos = name, "unknown", [], []
+            self._allowed = frozenset({name})
+        if self._type in _PER_TIMESTAMP:
+            ts = _timestamp_token(line)
+            if self._lines and ts != self._ts:
+                self._flush(units)
+            self._ts = ts
+        else:
+            key = _series_token(line, name)
+            if key != self._last_key and (key in self._keys or len(self._lines) >= _MAX_UNIT_LINES):
+                self._flush(units)
+            self._keys.add(key)
+            self._last_key = key
+        if not self._lines:
+            self._first = self.line_no
+        self._lines.append(line)
+
+    def _flush(self, units: list[_Unit]) -> None:
+        if self._lines:
+            units.append(_Unit(self._family or "", self._type, "".join(self._meta), self._lines, tuple(self._meta_nos), self._first))
+        self._lines = []
+        self._keys = set()
+        self._last_key = ""
+
+
+def _error_line(unit: _Unit, unit_line: int) -> int:
+    if unit_line <= len(unit.meta_lines):
+        return unit.meta_lines[unit_line - 1] if unit_line > 0 else unit.first_line
+    return unit.first_line + unit_line - len(unit.meta_lines) - 1
+
+
+class _Lines:
+    def __init__(self, text: str) -> None:
+        self._it = io.StringIO(text)
+        self.number = 0
+
+    def __iter__(self) -> Iterator[str]:
+        for line in self._it:
+            self.number += 1
+            yield line
+
+
+_ALIAS = "a_"
+_ALIASABLE = frozenset({"gauge", "counter", "unknown", "histogram", "gaugehistogram", "summary"})
+_KEPT = ("le", "quantile")
+_alias_of: dict[str, str] = {}               # label text -> short label text (per process)
+_labels_of: dict[str, dict[str, str]] = {}   # alias id -> the library-parsed labels (le/quantile removed)
+
+
+def _short_labels(text: str) -> str:
+    """The short label text replacing ``text``: the series' alias id, plus ``le``/``quantile``, which
+    the parser's histogram and summary checks need. ``text`` itself is parsed once, by the library."""
+    short = _alias_of.get(text)
+    if short is None:
+        try:
+            labels = _text_parser.parse_labels(text, True)
+        except ValueError:
+            return text  # leave the line as it is: the parser reports the error with its line
+        kept = {k: labels.pop(k) for k in _KEPT if k in labels}
+        key = repr(sorted(labels.items()))
+        alias = _alias_of.setdefault(key, str(len(_labels_of)))
+        _labels_of.setdefault(alias, labels)
+        short = "".join(f'{k}="{v}",' for k, v in kept.items()) + f'{_ALIAS}="{alias}"'
+        if len(_alias_of) < 1_000_000:
+            _alias_of[text] = short
+    return short
+
+
+def _shorten(line: str) -> str:
+    brace, space = line.find("{"), line.find(" ")
+    if brace == -1 or -1 < space < brace:  # no labels (a later "{" belongs to an exemplar)
+        if space == -1:
+            return line
+        return line[:space] + "{" + _short_labels("") + "}" + line[space:]
+    end = line.find("} ", brace)
+    if end == -1:
+        return line
+    return line[: brace + 1] + _short_labels(line[brace + 1 : end]) + line[end:]
+
+
+_SHORT_NAME = "f"
+
+
+def _unit_text(unit: _Unit) -> tuple[str, str | None]:
+    """The text handed to the parser, and the family name it was shortened from (``None``: kept)."""
+    if unit.kind not in _ALIASABLE or "# UNIT" in unit.meta:
+        return unit.meta + "".join(unit.lines) + "# EOF\n", None
+    cut = len(unit.family)
+    meta = f"# TYPE {_SHORT_NAME} {unit.kind}\n" if unit.kind != "unknown" else ""
+    lines = [_SHORT_NAME + _shorten(x)[cut:] for x in unit.lines]
+    return meta + "".join(lines) + "# EOF\n", unit.family
+
+
+def _unalias(families: list, family: str | None) -> None:
+    for fam in families:
+        if family is not None:
+            fam.name = family
+        samples = fam.samples
+        for i, s in enumerate(samples):
+            labels = s.labels
+            alias = labels.pop(_ALIAS, None)
+            if alias is not None:
+                labels = {**_labels_of[alias], **labels}
+            name = family + s.name[len(_SHORT_NAME):] if family is not None else s.name
+            samples[i] = s._replace(name=name, labels=labels)
+
+
+def _parse_unit(unit: _Unit) -> list:
+    text, family = _unit_text(unit)
+    lines = _Lines(text)
+    try:
+        families = list(_om_parser.text_fd_to_metric_families(lines))
+    except _PARSE_ERRORS as exc:
+        raise BackfillError(f"line {_error_line(unit, lines.number)}: invalid OpenMetrics: {exc}") from exc
+    _unalias(families, family)
+    samples = collect_samples(families, _NO_TS).samples
+    for s in samples:
+        if s.ts_ms == _NO_TS:
+            raise BackfillError(f"line {unit.first_line}+: sample {s.name} has no timestamp (backfill needs them)")
+    return samples
+
+
+def _process(units: list[_Unit], target_labels: Mapping[str, str]) -> SampleBatch:
+    """Parse and adapt a chunk of units into one columnar batch (runs in a worker process)."""
+    raw = [s for unit in units for s in _parse_unit(unit)]
+    return SampleBatch.from_samples(adapt(raw, target_labels))
+
+
+def _chunks(stream: BinaryIO, total: int | None, progress: Progress | None) -> Iterator[list[_Unit]]:
+    cutter = _Cutter()
+    units: list[_Unit] = []
+    pending_lines = 0
+    rest = b""
+    done = 0
+    while True:
+        data = stream.read(_READ_BYTES)
+        done += len(data)
+        if not data:
+            break
+        data = rest + data
+        cut = data.rfind(b"\n") + 1
+        rest = data[cut:]
+        lines = data[:cut].decode("utf-8").splitlines(keepends=True)
+        cutter.feed(lines, units)
+        pending_lines += len(lines)
+        if progress is not None:
+            progress(done, total)
+        if pending_lines >= _CHUNK_LINES:
+            yield units
+            units, pending_lines = [], 0
+    if rest:
+        cutter.feed([rest.decode("utf-8") + "\n"], units)
+    cutter.close(units)
+    if units:
+        yield units
+
+
+class _Merger:
+    """Concatenate per-chunk batches into batches of at least ``size`` samples (the last may be smaller)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._reset()
+
+    def _reset(self) -> None:
+        self._index: dict = {}
+        self._idx: list[np.ndarray] = []
+        self._ts: list[np.ndarray] = []
+        self._vals: list[np.ndarray] = []
+        self.count = 0
+
+    def add(self, batch: SampleBatch) -> SampleBatch | None:
+        """Add a chunk batch; return a full batch when one is ready."""
+        if len(batch):
+            remap = np.asarray([self._index.setdefault(k, len(self._index)) for k in batch.series], dtype=np.uint32)
+            self._idx.append(remap[batch.series_index])
+            self._ts.append(batch.ts_ms)
+            self._vals.append(batch.values)
+            self.count += len(batch)
+        return self.take() if self.count >= self.size else None
+
+    def take(self) -> SampleBatch | None:
+        """Return what has been added so far (``None`` when empty) and start a new batch."""
+        if not self.count:
+            return None
+        out = SampleBatch(list(self._index), np.concatenate(self._idx), np.concatenate(self._ts),
+                          np.concatenate(self._vals))
+        self._reset()
+        return out
+
+
+def _open(path_or_file: str | os.PathLike[str] | BinaryIO) -> tuple[BinaryIO, int | None, bool]:
+    if isinstance(path_or_file, (str, os.PathLike)):
+        path = Path(path_or_file)
+        return path.open("rb"), path.stat().st_size, True
+    return path_or_file, None, False
+
+
+def _auto_workers(total: int | None) -> int:
+    if total is None or total < _AUTO_WORKERS_MIN_BYTES:
+        return 1
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
+def iter_backfill(
+    path_or_file: str | os.PathLike[str] | BinaryIO,
+    target_labels: Mapping[str, str],
+    batch_size: int = 500_000,
+    progress: Progress | None = None,
+    workers: int | None = None,
+) -> Iterator[SampleBatch]:
+    """Stream an OpenMetrics file (timestamps in seconds) as adapted canonical ``SampleBatch`` es.
+
+    Args:
+        path_or_file: a path, or a binary file object (read sequentially, never whole).
+        target_labels: labels attached to every sample (model_id, deployment_id, replica, ...).
+        batch_size: a batch is yielded once it holds at least this many samples (at most one
+            parse chunk, about 40,000 lines, more); the last batch may be smaller.
+        progress: called as ``progress(bytes_read, total_bytes or None)`` after each 4 MiB read.
+        workers: processes that parse and adapt (``None``: one per CPU, up to 4, for files over
+            32 MiB, else 1; 1 parses in this process).
+
+    Raises:
+        BackfillError: invalid OpenMetrics or a sample without a timestamp; the message names the line.
+        UnicodeDecodeError: the file is not UTF-8.
+    """
+    stream, total, owned = _open(path_or_file)
+    n_workers = _auto_workers(total) if workers is None else max(1, workers)
+    merger = _Merger(batch_size)
+    labels = dict(target_labels)
+    try:
+        if n_workers == 1:
+            results: Iterator[SampleBatch] = (_process(units, labels) for units in _chunks(stream, total, progress))
+            yield from _merged(results, merger)
+        else:
+            yield from _merged(_in_pool(_chunks(stream, total, progress), labels, n_workers), merger)
+    finally:
+        if owned:
+            stream.close()
+
+
+def _in_pool(chunks: Iterator[list[_Unit]], labels: dict[str, str], n_workers: int) -> Iterator[SampleBatch]:
+    """Run ``_process`` over chunks in worker processes, in order, with at most two chunks per
+    worker in flight (so the file is never read far ahead of the parsing)."""
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(n_workers) as pool:
+        pending: deque = deque()
+        for units in chunks:
+            pending.append(pool.apply_async(_process, (units, labels)))
+            if len(pending) >= 2 * n_workers:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
+
+
+def _merged(results: Iterator[SampleBatch], merger: _Merger) -> Iterator[SampleBatch]:
+    for batch in results:
+        full = merger.add(batch)
+        if full is not None:
+            yield full
+    last = merger.take()
+    if last is not None:
+        yield last
