@@ -7,7 +7,8 @@ Three shapes of the same two metrics, each with its own ``source`` so they never
 - ``kubelet_resource``: the kubelet's ``/metrics/resource`` (no ``id``), same skipping.
 - ``cadvisor``: standalone cAdvisor (no ``pod``, container name in ``name``).
 
-Per-CPU rows (``cpu="cpu00"``...) are skipped; only the total (``cpu="total"`` or no ``cpu``) is kept.
+The kubelet endpoints cover every pod of a node, so ``namespace`` and ``pod`` are kept with
+``container``. Per-CPU rows (``cpu="cpu00"``...) are skipped; only the total (``cpu="total"`` or no ``cpu``) is kept.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ _CPU = "container_cpu_usage_seconds_total"
 _MEM = "container_memory_working_set_bytes"
 _CPU_T = "baseten_container_cpu_usage_seconds_total"
 _MEM_T = "baseten_container_cpu_memory_working_set_bytes"
-_KEEP = {"container": "container"}
+_KEEP = {"namespace": "namespace", "pod": "pod", "container": "container"}
 _NAME = {"name": "container"}
 
 RULES: tuple[Rule, ...] = (
