@@ -159,10 +159,12 @@ class _Cutter:
         self._last_key = ""
 
 
-def _error_line(unit: _Unit, unit_line: int) -> int:
-    if unit_line <= len(unit.meta_lines):
-        return unit.meta_lines[unit_line - 1] if unit_line > 0 else unit.first_line
-    return unit.first_line + unit_line - len(unit.meta_lines) - 1
+def _error_line(unit: _Unit, unit_line: int, meta_count: int) -> int:
+    """The file line of line ``unit_line`` of a unit's parse text that starts with ``meta_count``
+    metadata lines (the unit's own, or one synthesized ``# TYPE`` line)."""
+    if unit_line <= meta_count:
+        return unit.meta_lines[-1] if unit.meta_lines else unit.first_line
+    return unit.first_line + unit_line - meta_count - 1
 
 
 class _Lines:
@@ -247,7 +249,9 @@ def _parse_unit(unit: _Unit) -> list:
     try:
         families = list(_om_parser.text_fd_to_metric_families(lines))
     except _PARSE_ERRORS as exc:
-        raise BackfillError(f"line {_error_line(unit, lines.number)}: invalid OpenMetrics: {exc}") from exc
+        meta_count = len(unit.meta_lines) if family is None else int(unit.kind != "unknown")
+        line = _error_line(unit, lines.number, meta_count)
+        raise BackfillError(f"line {line}: invalid OpenMetrics: {exc}") from exc
     _unalias(families, family)
     samples = collect_samples(families, _NO_TS).samples
     for s in samples:
