@@ -5,45 +5,51 @@ deltas are packed as integers. Values: when every value is an exact decimal with
 ``MAX_DECIMALS`` digits (counters, percentages, byte counts), the scaled integers are packed either
 as they are (frame of reference) or as deltas, whichever needs fewer bytes; anything else is packed as
 the XOR of consecutive IEEE-754 bit patterns. Packing = subtract the minimum, keep the smallest byte
-width that holds the rest, transpose the bytes (all low bytes, then the next ...) and zstd them when
-that is smaller. Decoding returns exactly the values that were encoded.
+width that holds the rest, transpose the bytes (all low bytes, then the next ...) and deflate them when
+that is smaller (raw deflate: for blobs of a few hundred bytes it packs like zstd and inflates about
+four times faster). Decoding returns exactly the values that were encoded.
 """
 
 from __future__ import annotations
 
 import struct
+import zlib
 
-import cramjam
 import numpy as np
 
 MAX_DECIMALS = 6
 _SCALES = [10.0**e for e in range(MAX_DECIMALS + 1)]
 _TS_HEAD = struct.Struct("<Bqqi")  # mode, first, step, n
-_INT_HEAD = struct.Struct("<BBBqqi")  # kind (0 for, 1 delta), width, zstd?, base, first, n
+_INT_HEAD = struct.Struct("<BBBqqi")  # kind (0 for, 1 delta), width, deflated?, base, first, n
 _VAL_RAW = 255
 _WIDTHS = ((1, np.uint8), (2, np.uint16), (4, np.uint32), (8, np.uint64))
 
 
 def _pack(kind: int, base: int, first: int, rest: np.ndarray) -> bytes:
-    """Pack non-negative ``rest`` (uint64) with the smallest byte width, byte-transposed, maybe zstd."""
+    """Pack non-negative ``rest`` (uint64) with the smallest byte width, byte-transposed, maybe deflated."""
     top = int(rest.max()) if rest.size else 0
     if top == 0:  # all equal: the header says it all
         return _INT_HEAD.pack(kind, 0, False, base, first, rest.size)
     width, dtype = next((w, d) for w, d in _WIDTHS if top < (1 << (8 * w)))
     planes = rest.astype(dtype).view(np.uint8).reshape(-1, width).T.tobytes()
-    packed = bytes(cramjam.zstd.compress(planes, level=3)) if len(planes) > 64 else planes
-    use_zstd = len(packed) < len(planes)
-    body = packed if use_zstd else planes
-    return _INT_HEAD.pack(kind, width, use_zstd, base, first, rest.size) + body
+    packed = _deflate(planes) if len(planes) > 64 else planes
+    squeezed = len(packed) < len(planes)
+    body = packed if squeezed else planes
+    return _INT_HEAD.pack(kind, width, squeezed, base, first, rest.size) + body
+
+
+def _deflate(data: bytes) -> bytes:
+    c = zlib.compressobj(6, zlib.DEFLATED, -15)  # raw deflate: no header, fast to inflate when small
+    return c.compress(data) + c.flush()
 
 
 def _unpack(blob: bytes) -> tuple[int, int, int, np.ndarray]:
-    kind, width, use_zstd, base, first, n = _INT_HEAD.unpack_from(blob)
+    kind, width, squeezed, base, first, n = _INT_HEAD.unpack_from(blob)
     if width == 0:
         return kind, base, first, np.zeros(n, dtype=np.uint64)
     body = blob[_INT_HEAD.size :]
-    if use_zstd:
-        body = bytes(cramjam.zstd.decompress(body))
+    if squeezed:
+        body = zlib.decompress(body, -15)
     dtype = dict(_WIDTHS)[width]
     planes = np.frombuffer(body, dtype=np.uint8).reshape(width, n)
     rest = np.ascontiguousarray(planes.T).view(dtype).reshape(n).astype(np.uint64)

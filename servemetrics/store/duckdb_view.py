@@ -11,13 +11,26 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from servemetrics.store.duckdb_query import RollupIndex
 
 Segment = tuple[np.ndarray, np.ndarray, np.ndarray]  # series id (uint32), ts (int64), value (float64)
+
+
+_SPAN = 1 << 40
+
+
+def _indices(i0: np.ndarray, i1: np.ndarray) -> np.ndarray:
+    """The concatenation of ``range(i0[k], i1[k])`` for every k."""
+    n = i1 - i0
+    total = int(n.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.cumsum(n) - n
+    return np.repeat(i0 - offsets, n) + np.arange(total)
 
 
 def empty_segment() -> Segment:
@@ -45,6 +58,7 @@ class View:
     sealed_until: int
     head: tuple[Segment, ...]
     rollups: RollupIndex
+    _keys: dict[int, tuple[np.ndarray, int]] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def with_head(self, segments: tuple[Segment, ...]) -> View:
         """The same view with other head segments (merged into one when there are many)."""
@@ -60,19 +74,33 @@ class View:
 
     def head_rows(self, sids: np.ndarray, ranges: list[tuple[int, int]], n_series: int) -> Segment:
         """Head samples of ``sids`` with ts in any of the sorted, disjoint ``ranges``."""
-        want = np.zeros(max(n_series, int(sids.max(initial=0)) + 1), dtype=bool)
-        want[sids] = True
         starts = np.array([lo for lo, _ in ranges], dtype=np.int64)
         ends = np.array([hi for _, hi in ranges], dtype=np.int64)
+        s = np.repeat(sids.astype(np.int64), starts.size)
         out = []
-        for sid, ts, val in self.head:
+        for i, (sid, ts, val) in enumerate(self.head):
             if ts.size == 0:
                 continue
-            pos = np.searchsorted(starts, ts, side="right") - 1
-            m = (pos >= 0) & (ts < ends[np.maximum(pos, 0)])
-            m &= want[np.minimum(sid, want.size - 1)]
-            out.append((sid[m], ts[m], val[m]))
+            if int(ts.max()) - int(ts.min()) >= _SPAN or int(sid.max()) >= 1 << 22:  # too wide for keys
+                pos = np.searchsorted(starts, ts, side="right") - 1
+                m = (pos >= 0) & (ts < ends[np.maximum(pos, 0)]) & np.isin(sid, sids)
+                out.append((sid[m], ts[m], val[m]))
+                continue
+            key, base = self._segment_key(i)
+            lo = s * _SPAN + np.clip(np.tile(starts, sids.size) - base, 0, _SPAN)
+            hi = s * _SPAN + np.clip(np.tile(ends, sids.size) - base, 0, _SPAN)
+            idx = _indices(np.searchsorted(key, lo), np.searchsorted(key, hi))
+            out.append((sid[idx], ts[idx], val[idx]))
         return concat(out)
+
+    def _segment_key(self, i: int) -> tuple[np.ndarray, int]:
+        """(series * 2**40 + ts - base) of segment ``i``, sorted like the segment, with its ``base``."""
+        hit = self._keys.get(i)
+        if hit is None:
+            sid, ts, _ = self.head[i]
+            base = int(ts.min())
+            hit = self._keys[i] = (sid.astype(np.int64) * _SPAN + (ts - base), base)
+        return hit
 
     def head_duplicates(self, sid: np.ndarray, ts: np.ndarray) -> np.ndarray:
         """Mask of the (sid, ts) pairs already in head."""

@@ -11,7 +11,9 @@ from servemetrics.ingest.samples import SampleBatch
 from servemetrics.store import STORE_FILE, open_store
 from servemetrics.store.base import Cell, Reducer, Selection, ValueSet
 from servemetrics.store.duckdb import DuckDBStore
+from servemetrics.store.duckdb_query import RollupIndex
 from servemetrics.store.duckdb_schema import CHUNK_MS
+from servemetrics.store.duckdb_view import View, sort_segment
 from servemetrics.types import labels_of
 from tests.store.helpers import HOUR, MIN, T0
 
@@ -126,3 +128,15 @@ def test_reads_run_while_ingest_writes(tmp_path: Path) -> None:
     assert store.stats().samples == 12 * 240 * len(KEYS)
     assert CHUNK_MS < 12 * HOUR and MIN
     store.close()
+
+
+def test_head_rows_far_apart_in_time() -> None:
+    """A head segment spanning more than 2**40 ms falls back from keyed search to a mask."""
+    sid = np.array([0, 0, 1], np.uint32)
+    ts = np.array([T0, T0 + (1 << 41), T0 + 5], np.int64)
+    view = View(T0, (sort_segment(sid, ts, np.array([1.0, 2.0, 3.0])),), RollupIndex.empty(30 * MIN))
+    for lo in (T0 - 1, T0 + 1):
+        got = view.head_rows(np.array([0], np.uint32), [(lo, T0 + (1 << 41) + 1)], 2)
+        assert got[1].tolist() == ([T0, T0 + (1 << 41)] if lo < T0 else [T0 + (1 << 41)])
+    narrow = View(T0, (sort_segment(sid[[0, 2]], ts[[0, 2]], np.array([1.0, 3.0])),), RollupIndex.empty(30 * MIN))
+    assert narrow.head_rows(np.array([1], np.uint32), [(T0, T0 + 6)], 2)[2].tolist() == [3.0]
