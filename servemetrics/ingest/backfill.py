@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import io
 import multiprocessing
-from collections import deque
 import os
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,12 +58,12 @@ class BackfillError(ValueError):
 
 @dataclass(frozen=True)
 class _Unit:
-    family: str                  # the family name
-    kind: str                    # the family's TYPE ("unknown" without one)
-    meta: str                    # the family's metadata lines
-    lines: list[str]             # sample lines
+    family: str  # the family name
+    kind: str  # the family's TYPE ("unknown" without one)
+    meta: str  # the family's metadata lines
+    lines: list[str]  # sample lines
     meta_lines: tuple[int, ...]  # file line numbers of the metadata lines
-    first_line: int              # file line number of the first sample line
+    first_line: int  # file line number of the first sample line
 
 
 def _sample_name(line: str) -> str:
@@ -75,7 +75,7 @@ def _sample_name(line: str) -> str:
 def _timestamp_token(line: str) -> str:
     head = line.split(" # ", 1)[0] if " # " in line else line
     head = head.rstrip()
-    return head[head.rfind(" ") + 1:]
+    return head[head.rfind(" ") + 1 :]
 
 
 def _series_token(line: str, name: str) -> str:
@@ -153,7 +153,16 @@ class _Cutter:
 
     def _flush(self, units: list[_Unit]) -> None:
         if self._lines:
-            units.append(_Unit(self._family or "", self._type, "".join(self._meta), self._lines, tuple(self._meta_nos), self._first))
+            units.append(
+                _Unit(
+                    self._family or "",
+                    self._type,
+                    "".join(self._meta),
+                    self._lines,
+                    tuple(self._meta_nos),
+                    self._first,
+                )
+            )
         self._lines = []
         self._keys = set()
         self._last_key = ""
@@ -181,8 +190,8 @@ class _Lines:
 _ALIAS = "a_"
 _ALIASABLE = frozenset({"gauge", "counter", "unknown", "histogram", "gaugehistogram", "summary"})
 _KEPT = ("le", "quantile")
-_alias_of: dict[str, str] = {}               # label text -> short label text (per process)
-_labels_of: dict[str, dict[str, str]] = {}   # alias id -> the library-parsed labels (le/quantile removed)
+_alias_of: dict[str, str] = {}  # label text -> short label text (per process)
+_labels_of: dict[str, dict[str, str]] = {}  # alias id -> the library-parsed labels (le/quantile removed)
 
 
 def _short_labels(text: str) -> str:
@@ -239,7 +248,7 @@ def _unalias(families: list, family: str | None) -> None:
             alias = labels.pop(_ALIAS, None)
             if alias is not None:
                 labels = {**_labels_of[alias], **labels}
-            name = family + s.name[len(_SHORT_NAME):] if family is not None else s.name
+            name = family + s.name[len(_SHORT_NAME) :] if family is not None else s.name
             samples[i] = s._replace(name=name, labels=labels)
 
 
@@ -256,7 +265,9 @@ def _parse_unit(unit: _Unit) -> list:
     samples = collect_samples(families, _NO_TS).samples
     for s in samples:
         if s.ts_ms == _NO_TS:
-            raise BackfillError(f"line {unit.first_line}+: sample {s.name} has no timestamp (backfill needs them)")
+            raise BackfillError(
+                f"line {unit.first_line}+: sample {s.name} has no timestamp (backfill needs them)"
+            )
     return samples
 
 
@@ -312,7 +323,9 @@ class _Merger:
     def add(self, batch: SampleBatch) -> SampleBatch | None:
         """Add a chunk batch; return a full batch when one is ready."""
         if len(batch):
-            remap = np.asarray([self._index.setdefault(k, len(self._index)) for k in batch.series], dtype=np.uint32)
+            remap = np.asarray(
+                [self._index.setdefault(k, len(self._index)) for k in batch.series], dtype=np.uint32
+            )
             self._idx.append(remap[batch.series_index])
             self._ts.append(batch.ts_ms)
             self._vals.append(batch.values)
@@ -323,8 +336,9 @@ class _Merger:
         """Return what has been added so far (``None`` when empty) and start a new batch."""
         if not self.count:
             return None
-        out = SampleBatch(list(self._index), np.concatenate(self._idx), np.concatenate(self._ts),
-                          np.concatenate(self._vals))
+        out = SampleBatch(
+            list(self._index), np.concatenate(self._idx), np.concatenate(self._ts), np.concatenate(self._vals)
+        )
         self._reset()
         return out
 
@@ -370,7 +384,9 @@ def iter_backfill(
     labels = dict(target_labels)
     try:
         if n_workers == 1:
-            results: Iterator[SampleBatch] = (_process(units, labels) for units in _chunks(stream, total, progress))
+            results: Iterator[SampleBatch] = (
+                _process(units, labels) for units in _chunks(stream, total, progress)
+            )
             yield from _merged(results, merger)
         else:
             yield from _merged(_in_pool(_chunks(stream, total, progress), labels, n_workers), merger)

@@ -20,8 +20,8 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from prometheus_client.openmetrics import parser as _om_parser
 from prometheus_client import parser as _text_parser
+from prometheus_client.openmetrics import parser as _om_parser
 from prometheus_client.samples import Timestamp
 from prometheus_client.utils import floatToGoString
 
@@ -118,7 +118,7 @@ def parse_exposition(body: bytes | str, content_type: str | None, scrape_ts_ms: 
     """
     text = _decode(body)
     openmetrics = is_openmetrics(text, content_type)
-    if openmetrics and "nf\"" in text:
+    if openmetrics and 'nf"' in text:
         text = _INF_LE.sub(r"\1+Inf\2", text)
     lines = _CountingLines(text)
     parse = _om_parser.text_fd_to_metric_families if openmetrics else _text_parser.text_fd_to_metric_families
@@ -139,7 +139,10 @@ def _exposed_name(sample_name: str, family_name: str, family_type: str, renamed:
 
 
 def collect_samples(
-    families: Iterable[object], default_ts_ms: int, *, renamed_counters: set[str] | frozenset[str] = frozenset()
+    families: Iterable[object],
+    default_ts_ms: int,
+    *,
+    renamed_counters: set[str] | frozenset[str] = frozenset(),
 ) -> ParseResult:
     """Turn library ``Metric`` families into ``Sample`` rows with this module's rules (see the module
     docstring). ``renamed_counters`` names text-format counters declared without ``_total``."""

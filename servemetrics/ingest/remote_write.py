@@ -26,8 +26,9 @@ class RemoteWriteError(ValueError):
     """A remote_write body that is not snappy-compressed ``prometheus.WriteRequest`` protobuf."""
 
 
-def _message(file: descriptor_pb2.FileDescriptorProto, name: str,
-             fields: tuple[tuple[str, int, int, int, str], ...]) -> None:
+def _message(
+    file: descriptor_pb2.FileDescriptorProto, name: str, fields: tuple[tuple[str, int, int, int, str], ...]
+) -> None:
     msg = file.message_type.add(name=name)
     for field_name, number, ftype, label, type_name in fields:
         f = msg.field.add(name=field_name, number=number, type=ftype, label=label)
@@ -36,13 +37,22 @@ def _message(file: descriptor_pb2.FileDescriptorProto, name: str,
 
 
 def _build_write_request() -> type:
-    file = descriptor_pb2.FileDescriptorProto(name="servemetrics/remote.proto", package="prometheus",
-                                              syntax="proto3")
+    file = descriptor_pb2.FileDescriptorProto(
+        name="servemetrics/remote.proto", package="prometheus", syntax="proto3"
+    )
     opt, rep = _F.LABEL_OPTIONAL, _F.LABEL_REPEATED
     _message(file, "Label", (("name", 1, _F.TYPE_STRING, opt, ""), ("value", 2, _F.TYPE_STRING, opt, "")))
-    _message(file, "Sample", (("value", 1, _F.TYPE_DOUBLE, opt, ""), ("timestamp", 2, _F.TYPE_INT64, opt, "")))
-    _message(file, "TimeSeries", (("labels", 1, _F.TYPE_MESSAGE, rep, ".prometheus.Label"),
-                                  ("samples", 2, _F.TYPE_MESSAGE, rep, ".prometheus.Sample")))
+    _message(
+        file, "Sample", (("value", 1, _F.TYPE_DOUBLE, opt, ""), ("timestamp", 2, _F.TYPE_INT64, opt, ""))
+    )
+    _message(
+        file,
+        "TimeSeries",
+        (
+            ("labels", 1, _F.TYPE_MESSAGE, rep, ".prometheus.Label"),
+            ("samples", 2, _F.TYPE_MESSAGE, rep, ".prometheus.Sample"),
+        ),
+    )
     _message(file, "WriteRequest", (("timeseries", 1, _F.TYPE_MESSAGE, rep, ".prometheus.TimeSeries"),))
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)

@@ -17,7 +17,8 @@ def openmetrics_lines(points: int, gpus: int = 4, step_s: int = 15) -> Iterator[
     yield "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"
     for gpu in range(gpus):
         for i in range(points):
-            yield f'DCGM_FI_DEV_GPU_UTIL{{gpu="{gpu}",UUID="GPU-{gpu}"}} {(i + gpu) % 101} {T0 + i * step_s}\n'
+            util = (i + gpu) % 101
+            yield f'DCGM_FI_DEV_GPU_UTIL{{gpu="{gpu}",UUID="GPU-{gpu}"}} {util} {T0 + i * step_s}\n'
     yield "# TYPE baseten_inference_requests counter\n"
     for code in ("200", "429", "500"):
         for i in range(points):

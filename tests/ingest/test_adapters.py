@@ -10,8 +10,14 @@ from servemetrics.ingest.exposition import parse_exposition
 from servemetrics.ingest.samples import Sample
 from tests.ingest.fixtures import SCRAPE_MS, fixture_files, parse_fixture, value_of
 
-TARGET = {"model_id": "m1", "model_name": "llama", "deployment_id": "d1", "replica": "r1",
-          "environment": "production", "rollout_phase": "stable"}
+TARGET = {
+    "model_id": "m1",
+    "model_name": "llama",
+    "deployment_id": "d1",
+    "replica": "r1",
+    "environment": "production",
+    "rollout_phase": "stable",
+}
 T0_MS = 1767225600000
 
 
@@ -70,24 +76,38 @@ def test_dcgm_k8s_pod_sample_gpu0() -> None:
 
 
 def test_dcgm_dev_util_percent_becomes_ratio_without_prof() -> None:
-    body = ('DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a"} 48\nDCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-b"} 7\n'
-            'DCGM_FI_DEV_FB_USED{gpu="1",UUID="GPU-b"} 20015\n')
+    body = (
+        'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a"} 48\nDCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-b"} 7\n'
+        'DCGM_FI_DEV_FB_USED{gpu="1",UUID="GPU-b"} 20015\n'
+    )
     out = adapt(parse_exposition(body, None, T0_MS).samples, {})
     assert [(s.name, labels(s)["gpu"], s.value) for s in out] == [
-        ("baseten_gpu_utilization", "0", 0.48), ("baseten_gpu_utilization", "1", 0.07),
-        ("baseten_gpu_memory_used", "1", 20015.0)]
+        ("baseten_gpu_utilization", "0", 0.48),
+        ("baseten_gpu_utilization", "1", 0.07),
+        ("baseten_gpu_memory_used", "1", 20015.0),
+    ]
 
 
 def test_c10_gpu_utilisation_on_a_mig_instance() -> None:
     mig = 'gpu="0",UUID="GPU-0000",modelName="NVIDIA A100 80GB",GPU_I_PROFILE="3g.40gb",GPU_I_ID="{}"'
-    body = (f"DCGM_FI_DEV_GPU_UTIL{{{mig.format(1)}}} 0\n"
-            f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{mig.format(1)}}} 0.62\n"
-            f"DCGM_FI_DEV_GPU_UTIL{{{mig.format(2)}}} 0\n"
-            f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{mig.format(2)}}} 0.1\n")
+    body = (
+        f"DCGM_FI_DEV_GPU_UTIL{{{mig.format(1)}}} 0\n"
+        f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{mig.format(1)}}} 0.62\n"
+        f"DCGM_FI_DEV_GPU_UTIL{{{mig.format(2)}}} 0\n"
+        f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{mig.format(2)}}} 0.1\n"
+    )
     out = adapt(parse_exposition(body, None, T0_MS).samples, {"replica": "r1"})
     assert [(s.name, s.labels, s.value) for s in out] == [
-        ("baseten_gpu_utilization", (("gpu", "0"), ("gpu_instance", "1"), ("replica", "r1"), ("source", "dcgm")), 0.62),
-        ("baseten_gpu_utilization", (("gpu", "0"), ("gpu_instance", "2"), ("replica", "r1"), ("source", "dcgm")), 0.1),
+        (
+            "baseten_gpu_utilization",
+            (("gpu", "0"), ("gpu_instance", "1"), ("replica", "r1"), ("source", "dcgm")),
+            0.62,
+        ),
+        (
+            "baseten_gpu_utilization",
+            (("gpu", "0"), ("gpu_instance", "2"), ("replica", "r1"), ("source", "dcgm")),
+            0.1,
+        ),
     ]
     # DEV_GPU_UTIL alone on MIG is never used (it is always 0 there)
     only_dev = adapt(parse_exposition(f"DCGM_FI_DEV_GPU_UTIL{{{mig.format(1)}}} 0\n", None, 0).samples, {})
@@ -102,31 +122,49 @@ def test_prof_wins_over_dev_on_a_whole_gpu_in_either_order() -> None:
 
 def test_cadvisor_kubelet_k3s_skips_pod_and_pause_rows() -> None:
     out = adapted("kubelet_cadvisor_k3s_containerd_excerpt.prom")
-    assert [(s.name, labels(s)["container"], labels(s)["pod"], labels(s)["source"], s.value, s.ts_ms) for s in out] == [
-        ("baseten_container_cpu_usage_seconds_total", "calico-csi", "csi-node-driver-cw5mj", "cadvisor",
-         0.578437, 1766129158671)]
+    assert [
+        (s.name, labels(s)["container"], labels(s)["pod"], labels(s)["source"], s.value, s.ts_ms) for s in out
+    ] == [
+        (
+            "baseten_container_cpu_usage_seconds_total",
+            "calico-csi",
+            "csi-node-driver-cw5mj",
+            "cadvisor",
+            0.578437,
+            1766129158671,
+        )
+    ]
 
 
 def test_cadvisor_standalone_keeps_total_cpu_and_working_set() -> None:
     out = adapted("cadvisor_testdata_sample.prom")
     # per-CPU rows (cpu00..cpu03) are not the total and are skipped
     assert [(s.name, labels(s)["container"], s.value, s.ts_ms) for s in out] == [
-        ("baseten_container_cpu_memory_working_set_bytes", "testcontaineralias", 9.0, 1395066363000)]
+        ("baseten_container_cpu_memory_working_set_bytes", "testcontaineralias", 9.0, 1395066363000)
+    ]
 
 
 def test_cadvisor_dockershim_pod_container_is_skipped() -> None:
-    body = ('container_memory_working_set_bytes{container="POD",id="/kubepods/p1/x",pod="p",namespace="n"} 5\n'
-            'container_memory_working_set_bytes{container="app",id="/kubepods/p1/y",pod="p",namespace="n"} 7\n')
+    body = (
+        'container_memory_working_set_bytes{container="POD",id="/kubepods/p1/x",pod="p",namespace="n"} 5\n'
+        'container_memory_working_set_bytes{container="app",id="/kubepods/p1/y",pod="p",namespace="n"} 7\n'
+    )
     out = adapt(parse_exposition(body, None, 0).samples, {})
     assert [(labels(s)["container"], s.value) for s in out] == [("app", 7.0)]
 
 
 def test_kubelet_resource_endpoint() -> None:
     out = adapted("kubelet_metrics_resource_test_expectations.prom")
-    cpu = [(labels(s)["namespace"], labels(s)["pod"], labels(s)["container"], s.value)
-           for s in out if s.name == "baseten_container_cpu_usage_seconds_total"]
-    assert cpu == [("namespace_a", "pod_a", "container_a", 10.0), ("namespace_b", "pod_b", "container_a", 10.0),
-                   ("namespace_a", "pod_a", "container_b", 10.0)]
+    cpu = [
+        (labels(s)["namespace"], labels(s)["pod"], labels(s)["container"], s.value)
+        for s in out
+        if s.name == "baseten_container_cpu_usage_seconds_total"
+    ]
+    assert cpu == [
+        ("namespace_a", "pod_a", "container_a", 10.0),
+        ("namespace_b", "pod_b", "container_a", 10.0),
+        ("namespace_a", "pod_a", "container_b", 10.0),
+    ]
     assert value_of(out, "baseten_container_cpu_memory_working_set_bytes", pod="pod_b") == 1000.0
     assert {labels(s)["source"] for s in out} == {"kubelet_resource"}
     assert {s.ts_ms for s in out} == {1624396278302}
@@ -141,9 +179,11 @@ def test_kube_state_restarts_and_readiness() -> None:
 
 
 def test_process_metrics_of_a_plain_python_replica() -> None:
-    body = ("# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 12.5\n"
-            "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes 1.2e+08\n"
-            "# TYPE process_open_fds gauge\nprocess_open_fds 9\n")
+    body = (
+        "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total 12.5\n"
+        "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes 1.2e+08\n"
+        "# TYPE process_open_fds gauge\nprocess_open_fds 9\n"
+    )
     out = adapt(parse_exposition(body, None, T0_MS).samples, {"replica": "r1"})
     assert [(s.name, s.labels, s.value) for s in out] == [
         ("baseten_container_cpu_usage_seconds_total", (("replica", "r1"), ("source", "process")), 12.5),
@@ -153,19 +193,23 @@ def test_process_metrics_of_a_plain_python_replica() -> None:
 
 def test_knative_opencensus_generation_ms_to_seconds() -> None:
     rev = 'namespace_name="ns",revision_name="r1",response_code="200",response_code_class="2xx"'
-    body = (f"# TYPE revision_app_request_count counter\nrevision_app_request_count{{{rev}}} 96\n"
-            "# TYPE revision_app_request_latencies histogram\n"
-            f'revision_app_request_latencies_bucket{{{rev},le="150"}} 90\n'
-            f'revision_app_request_latencies_bucket{{{rev},le="5000"}} 95\n'
-            f'revision_app_request_latencies_bucket{{{rev},le="+Inf"}} 96\n'
-            f"revision_app_request_latencies_sum{{{rev}}} 14400\n"
-            f"revision_app_request_latencies_count{{{rev}}} 96\n"
-            '# TYPE revision_queue_depth gauge\nrevision_queue_depth{namespace_name="ns"} 3\n'
-            'autoscaler_actual_pods{namespace_name="ns",revision_name="r1"} 2\n'
-            'autoscaler_stable_request_concurrency{revision_name="r1"} 53\n')
+    body = (
+        f"# TYPE revision_app_request_count counter\nrevision_app_request_count{{{rev}}} 96\n"
+        "# TYPE revision_app_request_latencies histogram\n"
+        f'revision_app_request_latencies_bucket{{{rev},le="150"}} 90\n'
+        f'revision_app_request_latencies_bucket{{{rev},le="5000"}} 95\n'
+        f'revision_app_request_latencies_bucket{{{rev},le="+Inf"}} 96\n'
+        f"revision_app_request_latencies_sum{{{rev}}} 14400\n"
+        f"revision_app_request_latencies_count{{{rev}}} 96\n"
+        '# TYPE revision_queue_depth gauge\nrevision_queue_depth{namespace_name="ns"} 3\n'
+        'autoscaler_actual_pods{namespace_name="ns",revision_name="r1"} 2\n'
+        'autoscaler_stable_request_concurrency{revision_name="r1"} 53\n'
+    )
     out = adapt(parse_exposition(body, None, T0_MS).samples, {})
-    got = [(s.name, labels(s).get("status_code", labels(s).get("le", labels(s).get("revision"))), s.value)
-           for s in out]
+    got = [
+        (s.name, labels(s).get("status_code", labels(s).get("le", labels(s).get("revision"))), s.value)
+        for s in out
+    ]
     assert got == [
         ("baseten_inference_requests_total", "200", 96.0),
         ("baseten_end_to_end_response_time_seconds_bucket", "200", 90.0),
@@ -180,13 +224,17 @@ def test_knative_opencensus_generation_ms_to_seconds() -> None:
     assert all(labels(s)["source"] == "knative" and "response_code_class" not in labels(s) for s in out)
 
 
-@pytest.mark.parametrize("family", ["kn_serving_invocation_duration_seconds", "kn_queueproxy_app_duration_seconds"])
+@pytest.mark.parametrize(
+    "family", ["kn_serving_invocation_duration_seconds", "kn_queueproxy_app_duration_seconds"]
+)
 def test_knative_opentelemetry_generation(family: str) -> None:
     st = 'http_response_status_code="503",otel_scope_name="knative.dev/serving"'
-    body = (f"# TYPE {family} histogram\n"
-            f'{family}_bucket{{{st},le="0.25"}} 1\n{family}_bucket{{{st},le="+Inf"}} 4\n'
-            f"{family}_sum{{{st}}} 2.5\n{family}_count{{{st}}} 4\n"
-            '# TYPE kn_revision_pods_count gauge\nkn_revision_pods_count{kn_revision_name="r2"} 3\n')
+    body = (
+        f"# TYPE {family} histogram\n"
+        f'{family}_bucket{{{st},le="0.25"}} 1\n{family}_bucket{{{st},le="+Inf"}} 4\n'
+        f"{family}_sum{{{st}}} 2.5\n{family}_count{{{st}}} 4\n"
+        '# TYPE kn_revision_pods_count gauge\nkn_revision_pods_count{kn_revision_name="r2"} 3\n'
+    )
     out = adapt(parse_exposition(body, None, T0_MS).samples, {})
     assert value_of(out, "baseten_inference_requests_total", status_code="503") == 4.0
     assert value_of(out, "baseten_end_to_end_response_time_seconds_count", status_code="503") == 4.0
@@ -197,13 +245,17 @@ def test_knative_opentelemetry_generation(family: str) -> None:
 
 
 def test_passthrough_keeps_canonical_names_and_converts_gpu_percent() -> None:
-    body = ('baseten_inference_requests_total{status_code="200",is_async="false",model_id="spoofed"} 5\n'
-            'baseten_gpu_utilization{gpu="0"} 73\n'
-            'baseten_end_to_end_response_time_seconds_bucket{le="1",status_code="200"} 5\n')
+    body = (
+        'baseten_inference_requests_total{status_code="200",is_async="false",model_id="spoofed"} 5\n'
+        'baseten_gpu_utilization{gpu="0"} 73\n'
+        'baseten_end_to_end_response_time_seconds_bucket{le="1",status_code="200"} 5\n'
+    )
     out = adapt(parse_exposition(body, None, T0_MS).samples, TARGET)
-    assert [(s.name, s.value) for s in out] == [("baseten_inference_requests_total", 5.0),
-                                                ("baseten_gpu_utilization", 0.73),
-                                                ("baseten_end_to_end_response_time_seconds_bucket", 5.0)]
+    assert [(s.name, s.value) for s in out] == [
+        ("baseten_inference_requests_total", 5.0),
+        ("baseten_gpu_utilization", 0.73),
+        ("baseten_end_to_end_response_time_seconds_bucket", 5.0),
+    ]
     assert labels(out[0]) == {"status_code": "200", "is_async": "false", **TARGET}  # target label overrides
     assert labels(out[2])["le"] == "1.0"
     assert all("source" not in labels(s) for s in out)
@@ -236,11 +288,20 @@ def test_c9_renamed_engine_metric_stays_one_series() -> None:
     old = 'vllm:gpu_cache_usage_perc{model_name="m"} 0.42\n'
     new = 'vllm:kv_cache_usage_perc{model_name="m"} 0.40\n'
     scrapes = [old, old + new, new + old, new]
-    out = [s for i, body in enumerate(scrapes)
-           for s in adapt(parse_exposition(body, None, T0_MS + i * 15_000).samples, {"replica": "r1"})]
+    out = [
+        s
+        for i, body in enumerate(scrapes)
+        for s in adapt(parse_exposition(body, None, T0_MS + i * 15_000).samples, {"replica": "r1"})
+    ]
     assert {(s.name, s.labels) for s in out} == {
-        ("vllm:kv_cache_usage_perc", (("model_name", "m"), ("replica", "r1"), ("source", "vllm")))}
-    assert [(s.ts_ms - T0_MS, s.value) for s in out] == [(0, 0.42), (15_000, 0.40), (30_000, 0.40), (45_000, 0.40)]
+        ("vllm:kv_cache_usage_perc", (("model_name", "m"), ("replica", "r1"), ("source", "vllm")))
+    }
+    assert [(s.ts_ms - T0_MS, s.value) for s in out] == [
+        (0, 0.42),
+        (15_000, 0.40),
+        (30_000, 0.40),
+        (45_000, 0.40),
+    ]
 
 
 def test_unknown_metrics_are_dropped() -> None:
@@ -256,13 +317,19 @@ def test_adapters_table_targets_are_canonical() -> None:
         for rule in rules:
             if source == "engines":
                 assert rule.match.removesuffix("_total") in ALIASES or any(
-                    rule.match == old + sfx for old in ALIASES for sfx in ("_bucket", "_sum", "_count"))
+                    rule.match == old + sfx for old in ALIASES for sfx in ("_bucket", "_sum", "_count")
+                )
             else:
                 assert rule.target in canonical, rule
                 assert (rule.source == "") == (source == "passthrough"), rule
     assert set(TARGET_LABELS) == set(TARGET)
     # every canonical metric except those only the gateway knows has at least one non-passthrough source
     mapped = {r.target for src, rules in ADAPTERS.items() if src != "passthrough" for r in rules}
-    assert {"baseten_gpu_utilization", "baseten_container_cpu_usage_seconds_total",
-            "baseten_container_restarts_total", "baseten_pod_readiness",
-            "baseten_inference_requests_total", "baseten_replicas_active"} <= mapped
+    assert {
+        "baseten_gpu_utilization",
+        "baseten_container_cpu_usage_seconds_total",
+        "baseten_container_restarts_total",
+        "baseten_pod_readiness",
+        "baseten_inference_requests_total",
+        "baseten_replicas_active",
+    } <= mapped

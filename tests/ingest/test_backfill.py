@@ -15,16 +15,22 @@ TARGET = {"model_id": "m1", "deployment_id": "d1", "replica": "r1"}
 
 
 def run(text: str, **kwargs) -> list[Sample]:
-    return [s for batch in iter_backfill(io.BytesIO(text.encode()), TARGET, **kwargs) for s in batch.samples()]
+    return [
+        s for batch in iter_backfill(io.BytesIO(text.encode()), TARGET, **kwargs) for s in batch.samples()
+    ]
 
 
 def c11_text(points: int) -> str:
-    lines = ["# HELP baseten_end_to_end_response_time_seconds End to end.\n",
-             "# TYPE baseten_end_to_end_response_time_seconds histogram\n"]
+    lines = [
+        "# HELP baseten_end_to_end_response_time_seconds End to end.\n",
+        "# TYPE baseten_end_to_end_response_time_seconds histogram\n",
+    ]
     for i in range(points):
         ts = f"{T0 + 15 * i}.000"
-        lines += [f'baseten_end_to_end_response_time_seconds_bucket{{le="{le}",status_code="200"}} {c * i} {ts}\n'
-                  for le, c in (("0.5", 1), ("1.0", 2), ("+Inf", 3))]
+        lines += [
+            f'baseten_end_to_end_response_time_seconds_bucket{{le="{le}",status_code="200"}} {c * i} {ts}\n'
+            for le, c in (("0.5", 1), ("1.0", 2), ("+Inf", 3))
+        ]
         lines.append(f'baseten_end_to_end_response_time_seconds_sum{{status_code="200"}} {i * 2.5} {ts}\n')
         lines.append(f'baseten_end_to_end_response_time_seconds_count{{status_code="200"}} {3 * i} {ts}\n')
     return "".join(lines) + "# EOF\n"
@@ -49,56 +55,75 @@ def test_generated_file_all_points_and_values() -> None:
     points = 50
     out = run("".join(openmetrics_lines(points, gpus=2)))
     assert len(out) == points * samples_per_point(gpus=2)
-    util = [(s.ts_ms, s.value) for s in out if s.name == "baseten_gpu_utilization" and dict(s.labels)["gpu"] == "1"]
+    util = [
+        (s.ts_ms, s.value)
+        for s in out
+        if s.name == "baseten_gpu_utilization" and dict(s.labels)["gpu"] == "1"
+    ]
     assert util == [(T0_MS + 15_000 * i, ((i + 1) % 101) / 100) for i in range(points)]
-    req = [s.value for s in out if s.name == "baseten_inference_requests_total"
-           and dict(s.labels)["status_code"] == "429"]
+    req = [
+        s.value
+        for s in out
+        if s.name == "baseten_inference_requests_total" and dict(s.labels)["status_code"] == "429"
+    ]
     assert req == [3.0 * i for i in range(points)]
     assert {dict(s.labels)["le"] for s in out if s.name.endswith("_bucket")} == set(BUCKETS)
 
 
 def test_interleaved_series_and_repeated_families_concatenated_scrapes() -> None:
-    scrape = ("# TYPE DCGM_FI_DEV_FB_USED gauge\n"
-              'DCGM_FI_DEV_FB_USED{{gpu="0"}} {a} {t}\nDCGM_FI_DEV_FB_USED{{gpu="1"}} {b} {t}\n'
-              "# TYPE process_cpu_seconds counter\nprocess_cpu_seconds_total {a} {t}\n# EOF\n")
+    scrape = (
+        "# TYPE DCGM_FI_DEV_FB_USED gauge\n"
+        'DCGM_FI_DEV_FB_USED{{gpu="0"}} {a} {t}\nDCGM_FI_DEV_FB_USED{{gpu="1"}} {b} {t}\n'
+        "# TYPE process_cpu_seconds counter\nprocess_cpu_seconds_total {a} {t}\n# EOF\n"
+    )
     text = "".join(scrape.format(a=i, b=10 * i, t=T0 + 15 * i) for i in range(3))
-    interleaved = ("# TYPE DCGM_FI_DEV_FB_USED gauge\n"
-                   + "".join(f'DCGM_FI_DEV_FB_USED{{gpu="{g}"}} {g} {T0 + 15 * i}\n' for i in range(3) for g in "01")
-                   + "# EOF\n")
+    interleaved = (
+        "# TYPE DCGM_FI_DEV_FB_USED gauge\n"
+        + "".join(f'DCGM_FI_DEV_FB_USED{{gpu="{g}"}} {g} {T0 + 15 * i}\n' for i in range(3) for g in "01")
+        + "# EOF\n"
+    )
     out = run(text)
-    gpu1 = [(s.ts_ms - T0_MS, s.value) for s in out
-            if s.name == "baseten_gpu_memory_used" and dict(s.labels)["gpu"] == "1"]
+    gpu1 = [
+        (s.ts_ms - T0_MS, s.value)
+        for s in out
+        if s.name == "baseten_gpu_memory_used" and dict(s.labels)["gpu"] == "1"
+    ]
     assert gpu1 == [(0, 0.0), (15_000, 10.0), (30_000, 20.0)]
     assert [s.value for s in out if s.name == "baseten_container_cpu_usage_seconds_total"] == [0.0, 1.0, 2.0]
     assert len(run(interleaved)) == 6
 
 
 def test_labels_with_escapes_and_exemplars_survive() -> None:
-    text = ("# TYPE vllm:e2e_request_latency_seconds histogram\n"
-            'vllm:e2e_request_latency_seconds_bucket{model_name="a \\"b\\" c,}",le="1.0"} 1 1767225600'
-            ' # {trace_id="x"} 0.5 1767225600\n'
-            'vllm:e2e_request_latency_seconds_bucket{model_name="a \\"b\\" c,}",le="+Inf"} 2 1767225600\n'
-            'vllm:e2e_request_latency_seconds_sum{model_name="a \\"b\\" c,}"} 1.5 1767225600\n'
-            'vllm:e2e_request_latency_seconds_count{model_name="a \\"b\\" c,}"} 2 1767225600\n# EOF\n')
+    text = (
+        "# TYPE vllm:e2e_request_latency_seconds histogram\n"
+        'vllm:e2e_request_latency_seconds_bucket{model_name="a \\"b\\" c,}",le="1.0"} 1 1767225600'
+        ' # {trace_id="x"} 0.5 1767225600\n'
+        'vllm:e2e_request_latency_seconds_bucket{model_name="a \\"b\\" c,}",le="+Inf"} 2 1767225600\n'
+        'vllm:e2e_request_latency_seconds_sum{model_name="a \\"b\\" c,}"} 1.5 1767225600\n'
+        'vllm:e2e_request_latency_seconds_count{model_name="a \\"b\\" c,}"} 2 1767225600\n# EOF\n'
+    )
     out = run(text)
     assert [(s.name, dict(s.labels).get("le"), s.value) for s in out] == [
         ("vllm:e2e_request_latency_seconds_bucket", "1.0", 1.0),
         ("vllm:e2e_request_latency_seconds_bucket", "+Inf", 2.0),
         ("vllm:e2e_request_latency_seconds_sum", None, 1.5),
-        ("vllm:e2e_request_latency_seconds_count", None, 2.0)]
+        ("vllm:e2e_request_latency_seconds_count", None, 2.0),
+    ]
     assert {dict(s.labels)["model_name"] for s in out} == {'a "b" c,}'}
 
 
 def test_invalid_line_names_its_line() -> None:
-    text = c11_text(2).replace('le="1.0",status_code="200"} 2 1767225615.000',
-                               'le="1.0",status_code="200"} x 1767225615.000')
+    text = c11_text(2).replace(
+        'le="1.0",status_code="200"} 2 1767225615.000', 'le="1.0",status_code="200"} x 1767225615.000'
+    )
     with pytest.raises(BackfillError, match=r"^line 9: invalid OpenMetrics"):
         run(text)
 
 
 def test_histogram_error_names_a_line_of_the_family() -> None:
     text = c11_text(2).replace(
-        'baseten_end_to_end_response_time_seconds_bucket{le="+Inf",status_code="200"} 3 1767225615.000\n', "")
+        'baseten_end_to_end_response_time_seconds_bucket{le="+Inf",status_code="200"} 3 1767225615.000\n', ""
+    )
     with pytest.raises(BackfillError, match=r"^line \d+: invalid OpenMetrics: \+Inf bucket missing"):
         run(text)
 
@@ -123,7 +148,9 @@ def test_streams_in_bounded_reads_with_progress(tmp_path, monkeypatch) -> None:
 
     seen: list[tuple[int, int | None]] = []
     with Stream(str(path)) as stream:
-        batches = list(iter_backfill(stream, TARGET, batch_size=1000, progress=lambda d, t: seen.append((d, t))))
+        batches = list(
+            iter_backfill(stream, TARGET, batch_size=1000, progress=lambda d, t: seen.append((d, t)))
+        )
     assert sum(len(b) for b in batches) == 200 * samples_per_point(gpus=2)
     assert all(len(b) >= 1000 for b in batches[:-1]) and len(batches) > 2
     assert len(reads) > 10

@@ -47,7 +47,10 @@ def test_fixture_values_and_timestamps() -> None:
     kubelet = parse_fixture("kubelet_metrics_resource_test_expectations.prom").samples
     cpu = [s for s in kubelet if s.name == "container_cpu_usage_seconds_total"]
     assert [(dict(s.labels)["pod"], s.value, s.ts_ms) for s in cpu] == [
-        ("pod_a", 10.0, 1624396278302), ("pod_b", 10.0, 1624396278302), ("pod_a", 10.0, 1624396278302)]
+        ("pod_a", 10.0, 1624396278302),
+        ("pod_b", 10.0, 1624396278302),
+        ("pod_a", 10.0, 1624396278302),
+    ]
     # a sample without a timestamp gets the scrape time
     assert [s.ts_ms for s in kubelet if s.name == "scrape_error"] == [SCRAPE_MS]
     dcgm = parse_fixture("dcgm_exporter_gpu_operator_t4_excerpt.prom").samples
@@ -57,13 +60,18 @@ def test_fixture_values_and_timestamps() -> None:
 def test_created_series_are_dropped_and_counter_names_kept_as_exposed() -> None:
     samples = parse_fixture("vllm_v1_0.10_engine_label_issue_excerpt.prom").samples
     assert [s.name for s in samples] == [
-        "vllm:gpu_prefix_cache_hits_total", "vllm:kv_cache_usage_perc", "vllm:prefix_cache_queries_total"]
+        "vllm:gpu_prefix_cache_hits_total",
+        "vllm:kv_cache_usage_perc",
+        "vllm:prefix_cache_queries_total",
+    ]
     assert value_of(samples, "vllm:prefix_cache_queries_total", engine="0") == 32.0
 
 
 def test_text_counter_declared_without_total_keeps_its_exposed_name() -> None:
-    body = "# TYPE nv_inference_count counter\nnv_inference_count{model=\"m\"} 7\n"
-    assert [(s.name, s.value) for s in parse_exposition(body, None, 0).samples] == [("nv_inference_count", 7.0)]
+    body = '# TYPE nv_inference_count counter\nnv_inference_count{model="m"} 7\n'
+    assert [(s.name, s.value) for s in parse_exposition(body, None, 0).samples] == [
+        ("nv_inference_count", 7.0)
+    ]
 
 
 def test_c5_same_series_twice_in_one_scrape_first_wins() -> None:
@@ -73,7 +81,9 @@ def test_c5_same_series_twice_in_one_scrape_first_wins() -> None:
         'revision_app_request_count{namespace_name="ns",revision_name="r1",response_code="200"} 95\n'
     )
     result = parse_exposition(body, "text/plain; version=0.0.4", T0_MS)
-    assert [(s.name, s.value, s.ts_ms) for s in result.samples] == [("revision_app_request_count", 96.0, T0_MS)]
+    assert [(s.name, s.value, s.ts_ms) for s in result.samples] == [
+        ("revision_app_request_count", 96.0, T0_MS)
+    ]
     assert result.duplicates == 1
 
 
@@ -111,7 +121,12 @@ def test_c6_text_format_bounds_are_one_bucket_however_written() -> None:
     result = parse_exposition(body, None, 0)
     assert [(dict(s.labels)["le"], s.value) for s in result.samples] == [("1.0", 1.0), ("+Inf", 3.0)]
     assert result.duplicates == 2
-    assert [normalise_le(x) for x in ("0.005", "5000", "2.5e6", "1e-9")] == ["0.005", "5000.0", "2.5e+06", "1e-09"]
+    assert [normalise_le(x) for x in ("0.005", "5000", "2.5e6", "1e-9")] == [
+        "0.005",
+        "5000.0",
+        "2.5e+06",
+        "1e-09",
+    ]
 
 
 C7 = """# TYPE conn_duration_seconds histogram
@@ -128,7 +143,9 @@ def test_c7_malformed_line_fails_the_whole_scrape_naming_line_3() -> None:
     with pytest.raises(ExpositionError, match=r"^line 3: invalid OpenMetrics exposition: Invalid line"):
         parse_exposition(C7, OM, T0_MS)
     good = C7.replace(" # 5.9 1767225600.0", ' # {trace_id="a"} 5.9 1767225600.0')
-    assert value_of(parse_exposition(good, OM, T0_MS).samples, "conn_duration_seconds_bucket", le="5000.0") == 3
+    assert (
+        value_of(parse_exposition(good, OM, T0_MS).samples, "conn_duration_seconds_bucket", le="5000.0") == 3
+    )
 
 
 def test_c7_text_format_error_names_the_line() -> None:
@@ -155,13 +172,15 @@ def test_c8_interleaved_families_give_two_series_per_name() -> None:
     samples = parse_exposition(body, None, T0_MS).samples
     series = {(s.name, s.labels): s.value for s in samples}
     assert series == {
-        ("a_total", (("foo", "bar"),)): 1.0, ("b_total", (("foo", "bar"),)): 2.0,
-        ("a_total", (("foo", "baz"),)): 3.0, ("b_total", (("foo", "baz"),)): 4.0,
+        ("a_total", (("foo", "bar"),)): 1.0,
+        ("b_total", (("foo", "bar"),)): 2.0,
+        ("a_total", (("foo", "baz"),)): 3.0,
+        ("b_total", (("foo", "baz"),)): 4.0,
     }
 
 
 def test_nan_samples_are_dropped() -> None:
-    samples = parse_exposition("# TYPE g gauge\ng{a=\"1\"} NaN\ng{a=\"2\"} 1.5\n", None, 0).samples
+    samples = parse_exposition('# TYPE g gauge\ng{a="1"} NaN\ng{a="2"} 1.5\n', None, 0).samples
     assert [(s.labels, s.value) for s in samples] == [((("a", "2"),), 1.5)]
 
 

@@ -5,13 +5,20 @@ import math
 import cramjam
 import pytest
 
-from servemetrics.ingest.remote_write import RemoteWriteError, WriteRequest, decode_write_request, encode_write_request
+from servemetrics.ingest.remote_write import (
+    RemoteWriteError,
+    WriteRequest,
+    decode_write_request,
+    encode_write_request,
+)
 from servemetrics.ingest.samples import Sample
 
 T0_MS = 1767225600000
 SAMPLES = [
     Sample("baseten_inference_requests_total", (("model_id", "m1"), ("status_code", "200")), 5.0, T0_MS),
-    Sample("baseten_inference_requests_total", (("model_id", "m1"), ("status_code", "200")), 7.0, T0_MS + 15_000),
+    Sample(
+        "baseten_inference_requests_total", (("model_id", "m1"), ("status_code", "200")), 7.0, T0_MS + 15_000
+    ),
     Sample("vllm:kv_cache_usage_perc", (("model_name", "m"),), 0.4, T0_MS),
     Sample("up", (), 1.0, T0_MS),
 ]
@@ -28,7 +35,10 @@ def test_encoding_is_the_prometheus_wire_format() -> None:
     assert len(request.timeseries) == 3  # consecutive samples of one series share a TimeSeries
     first = request.timeseries[0]
     assert [(lb.name, lb.value) for lb in first.labels] == [
-        ("__name__", "baseten_inference_requests_total"), ("model_id", "m1"), ("status_code", "200")]
+        ("__name__", "baseten_inference_requests_total"),
+        ("model_id", "m1"),
+        ("status_code", "200"),
+    ]
     assert [(s.value, s.timestamp) for s in first.samples] == [(5.0, T0_MS), (7.0, T0_MS + 15_000)]
     # field numbers: WriteRequest.timeseries = 1, TimeSeries.labels = 1, Label.name = 1
     raw = request.SerializeToString()

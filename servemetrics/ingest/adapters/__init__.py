@@ -27,7 +27,12 @@ ADAPTERS: dict[str, tuple[Rule, ...]] = {
 """Source adapter name -> its rules. Engine samples without a rule are kept as they are."""
 
 TARGET_LABELS: tuple[str, ...] = (
-    "model_id", "model_name", "deployment_id", "replica", "environment", "rollout_phase",
+    "model_id",
+    "model_name",
+    "deployment_id",
+    "replica",
+    "environment",
+    "rollout_phase",
 )
 """Labels ``adapt`` attaches from the registry (they override same-named source labels)."""
 

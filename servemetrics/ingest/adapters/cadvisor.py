@@ -8,7 +8,8 @@ Three shapes of the same two metrics, each with its own ``source`` so they never
 - ``cadvisor``: standalone cAdvisor (no ``pod``, container name in ``name``).
 
 The kubelet endpoints cover every pod of a node, so ``namespace`` and ``pod`` are kept with
-``container``. Per-CPU rows (``cpu="cpu00"``...) are skipped; only the total (``cpu="total"`` or no ``cpu``) is kept.
+``container``. Per-CPU rows (``cpu="cpu00"``...) are skipped; only the total (``cpu="total"`` or
+no ``cpu``) is kept.
 """
 
 from __future__ import annotations

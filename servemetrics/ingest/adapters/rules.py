@@ -75,13 +75,29 @@ class Rule:
         return out
 
 
-def histogram(match: str, target: str, source: str, labels: dict[str, str], *,
-              divisor: float = 1.0, where: tuple[LabelMatch, ...] = (), priority: int = 0) -> tuple[Rule, ...]:
+def histogram(
+    match: str,
+    target: str,
+    source: str,
+    labels: dict[str, str],
+    *,
+    divisor: float = 1.0,
+    where: tuple[LabelMatch, ...] = (),
+    priority: int = 0,
+) -> tuple[Rule, ...]:
     """The three rules of a histogram: ``_bucket`` (le rescaled by ``divisor``), ``_sum`` (value
     divided by ``divisor``) and ``_count``."""
     with_le = {**labels, "le": "le"}
     return (
-        Rule(f"{match}_bucket", f"{target}_bucket", source, with_le, where, le_divisor=divisor, priority=priority),
+        Rule(
+            f"{match}_bucket",
+            f"{target}_bucket",
+            source,
+            with_le,
+            where,
+            le_divisor=divisor,
+            priority=priority,
+        ),
         Rule(f"{match}_sum", f"{target}_sum", source, labels, where, divisor=divisor, priority=priority),
         Rule(f"{match}_count", f"{target}_count", source, labels, where, priority=priority),
     )
