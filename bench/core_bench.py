@@ -1,6 +1,7 @@
 """Core benchmark: W1-like data through ``DuckDBStore.append``, then the default metric set's selections.
 
-    .venv/bin/python bench/core_bench.py [--days 7] [--out bench/out] [--batch-minutes 60] [--order time|series]
+    .venv/bin/python bench/core_bench.py [--days 7] [--out bench/out] [--batch-minutes 60]
+                                         [--order time|series]
                                          [--runs 20] [--http]
 
 Generates in process the series of workload W1 (``shared/bench/gen_w1.py``: 3 deployments x 8 replicas at
@@ -84,9 +85,17 @@ def generate(days: float, end_ms: int) -> tuple[list[tuple[str, tuple]], np.ndar
     for d in DEPS:
         for r in range(8):
             base = {"model_id": "m1", "deployment_id": d, "replica": f"{d}-r{r}"}
-            add("baseten_gpu_utilization", {**base, "gpu": "0"}, np.round(np.clip(rng.normal(60, 15, n), 0, 100), 1))
+            add(
+                "baseten_gpu_utilization",
+                {**base, "gpu": "0"},
+                np.round(np.clip(rng.normal(60, 15, n), 0, 100), 1),
+            )
             add("baseten_gpu_memory_used", {**base, "gpu": "0"}, 40000.0 + rng.integers(0, 500, n))
-            add("baseten_container_cpu_usage_seconds_total", base, np.round(np.cumsum(rng.uniform(10, 20, n)), 3))
+            add(
+                "baseten_container_cpu_usage_seconds_total",
+                base,
+                np.round(np.cumsum(rng.uniform(10, 20, n)), 3),
+            )
             add("baseten_container_cpu_memory_working_set_bytes", base, 4e9 + rng.integers(0, 1 << 28, n))
     return keys, ts, np.stack(cols, axis=1)
 
@@ -108,7 +117,9 @@ def ingest(store: DuckDBStore, keys, ts: np.ndarray, matrix: np.ndarray, batch_m
     return total / spent
 
 
-def ingest_series_order(store: DuckDBStore, keys, ts: np.ndarray, matrix: np.ndarray, batch_samples: int) -> float:
+def ingest_series_order(
+    store: DuckDBStore, keys, ts: np.ndarray, matrix: np.ndarray, batch_samples: int
+) -> float:
     """Append as a backfill file is read (W1 is written series by series): batches of ``batch_samples``."""
     n_t, n_series = matrix.shape
     flat_vals = np.ascontiguousarray(matrix.T).ravel()
@@ -128,7 +139,12 @@ def timeline(end_ms: int) -> list[tuple[int, frozenset[str]]]:
     """Promotions: d1, then d2 (instant) 4 days before the end, then d3 rolling (with d2) for an hour."""
     d2 = end_ms - 4 * DAY - 17 * MIN
     d3 = end_ms - DAY - 43 * MIN
-    return [(0, frozenset({"d1"})), (d2, frozenset({"d2"})), (d3, frozenset({"d2", "d3"})), (d3 + HOUR, frozenset({"d3"}))]
+    return [
+        (0, frozenset({"d1"})),
+        (d2, frozenset({"d2"})),
+        (d3, frozenset({"d2", "d3"})),
+        (d3 + HOUR, frozenset({"d3"})),
+    ]
 
 
 def value_sets(lo: int, hi: int, step: int, end_ms: int) -> tuple[ValueSet, ...]:
@@ -146,7 +162,9 @@ def value_sets(lo: int, hi: int, step: int, end_ms: int) -> tuple[ValueSet, ...]
 def default_set(sets: tuple[ValueSet, ...], current: bool = False) -> list[Selection]:
     """The store selections behind the API's default metric set."""
     m = (("model_id", "m1"),)
-    gauge = Selection(REPLICAS, Reducer.LAST if current else Reducer.MEAN, sets, ("deployment_id",), m, 5 * MIN)
+    gauge = Selection(
+        REPLICAS, Reducer.LAST if current else Reducer.MEAN, sets, ("deployment_id",), m, 5 * MIN
+    )
     return [
         gauge,
         Selection(REQ, Reducer.INCREASE, sets, ("status_code",), m),
@@ -252,9 +270,21 @@ def bench_http(out: Path, data_dir: Path, end_ms: int, runs: int) -> None:
                 time.sleep(0.5)
             now = int(time.time() * 1000)
             params = {
-                "SERIES 7 d (30 m step)": {"mode": "SERIES", "start_epoch_millis": now - 7 * DAY, "end_epoch_millis": now},
-                "SERIES 1 h (30 s step)": {"mode": "SERIES", "start_epoch_millis": now - HOUR, "end_epoch_millis": now},
-                "SUMMARY 7 d": {"mode": "SUMMARY", "start_epoch_millis": now - 7 * DAY, "end_epoch_millis": now},
+                "SERIES 7 d (30 m step)": {
+                    "mode": "SERIES",
+                    "start_epoch_millis": now - 7 * DAY,
+                    "end_epoch_millis": now,
+                },
+                "SERIES 1 h (30 s step)": {
+                    "mode": "SERIES",
+                    "start_epoch_millis": now - HOUR,
+                    "end_epoch_millis": now,
+                },
+                "SUMMARY 7 d": {
+                    "mode": "SUMMARY",
+                    "start_epoch_millis": now - 7 * DAY,
+                    "end_epoch_millis": now,
+                },
                 "CURRENT (last 5 m)": {"mode": "CURRENT"},
             }
             print("\nHTTP API (one request = the whole default metric set):")
@@ -264,8 +294,13 @@ def bench_http(out: Path, data_dir: Path, end_ms: int, runs: int) -> None:
                     print(f"  {name:24s} HTTP {r.status_code}: {r.text[:200]}")
                     continue
                 filled, total = _count_values(r.json())
-                p50, p95 = timed(lambda p=p: client.get(url, params=p, headers=headers).raise_for_status(), runs)
-                print(f"  {name:24s} p50 {p50:8.1f} ms   p95 {p95:8.1f} ms   ({filled} of {total} values non-null)")
+                p50, p95 = timed(
+                    lambda p=p: client.get(url, params=p, headers=headers).raise_for_status(), runs
+                )
+                print(
+                    f"  {name:24s} p50 {p50:8.1f} ms   p95 {p95:8.1f} ms"
+                    f"   ({filled} of {total} values non-null)"
+                )
     finally:
         proc.terminate()
         proc.wait(timeout=30)
@@ -305,7 +340,10 @@ def main(argv: list[str] | None = None) -> None:
     print(f"ingest: {rate:,.0f} samples/s through append ({how})")
     store.checkpoint()
     st = store.stats()
-    print(f"disk: {st.bytes:,} bytes = {st.bytes / n:.3f} B/sample after checkpoint ({st.samples:,} samples stored)")
+    print(
+        f"disk: {st.bytes:,} bytes = {st.bytes / n:.3f} B/sample after checkpoint"
+        f" ({st.samples:,} samples stored)"
+    )
     now = end_ms - 7_531  # a realistic, unaligned "now" just after the last scrape
     print(f"\nstore-level selections, default metric set, {args.runs} runs after a warm-up:")
     time_questions(store, now, end_ms, args.runs)

@@ -20,4 +20,14 @@ def open_store(data_dir: str | os.PathLike[str]) -> Store:
     return DuckDBStore(path / STORE_FILE)
 
 
-__all__ = ["STORE_FILE", "Cell", "Reducer", "SelectResult", "Selection", "Store", "StoreStats", "ValueSet", "open_store"]
+__all__ = [
+    "STORE_FILE",
+    "Cell",
+    "Reducer",
+    "SelectResult",
+    "Selection",
+    "Store",
+    "StoreStats",
+    "ValueSet",
+    "open_store",
+]

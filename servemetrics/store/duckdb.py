@@ -66,11 +66,16 @@ class DuckDBStore:
         self._ids: dict[SeriesKey, int] = {}
         self._labels: list[dict[str, str]] = []
         self._by_name: dict[str, tuple[int, ...]] = {}
-        for sid, name, labels in self._con.execute("SELECT id, name, labels FROM series ORDER BY id").fetchall():
+        for sid, name, labels in self._con.execute(
+            "SELECT id, name, labels FROM series ORDER BY id"
+        ).fetchall():
             assert sid == len(self._keys)
             self._add_key(name, tuple((k, v) for k, v in json.loads(labels)))
         self._max_ts = np.full(len(self._keys), _NO_TS, dtype=np.int64)
-        for sql in ("SELECT series_id, max(ts) FROM head GROUP BY 1", "SELECT series_id, max(last_ts) FROM chunks GROUP BY 1"):
+        for sql in (
+            "SELECT series_id, max(ts) FROM head GROUP BY 1",
+            "SELECT series_id, max(last_ts) FROM chunks GROUP BY 1",
+        ):
             for sid, ts in self._con.execute(sql).fetchall():
                 self._max_ts[sid] = max(self._max_ts[sid], ts)
         self._newest = int(self._max_ts.max()) if self._max_ts.size else _NO_TS
@@ -108,7 +113,12 @@ class DuckDBStore:
         if new:
             cols = list(zip(*new, strict=True))
             names = ["id", "name", "labels", *HOT_LABELS]
-            tbl = pa.table({n: pa.array(c, pa.uint32() if n == "id" else pa.string()) for n, c in zip(names, cols, strict=True)})
+            tbl = pa.table(
+                {
+                    n: pa.array(c, pa.uint32() if n == "id" else pa.string())
+                    for n, c in zip(names, cols, strict=True)
+                }
+            )
             self._con.register("_series", tbl)
             self._con.execute("INSERT INTO series SELECT * FROM _series")
             self._con.unregister("_series")
@@ -216,7 +226,9 @@ class DuckDBStore:
         self._sealed_until = until
         self._next = View(until, self._next.head_keep(until), self._next.rollups.merged(rollups))
 
-    def _write_rows(self, sid, ts, val, prev_ts: dict[int, int], prev_val: dict[int, float]) -> dict[str, np.ndarray]:
+    def _write_rows(
+        self, sid, ts, val, prev_ts: dict[int, int], prev_val: dict[int, float]
+    ) -> dict[str, np.ndarray]:
         """Insert chunk and rollup rows for whole chunks of samples; return the rollup columns."""
         chunks, rollups = build_rows(sid, ts, val, prev_ts, prev_val)
         self._con.register("_chunks", chunks)
@@ -277,7 +289,9 @@ class DuckDBStore:
             "SELECT series_id, ts_enc, val_enc FROM chunks JOIN _keys ON series_id = s AND start = c"
         ).fetchall()
         self._con.unregister("_keys")
-        return decode_chunks(np.array([r[0] for r in rows], np.uint32), [r[1] for r in rows], [r[2] for r in rows])
+        return decode_chunks(
+            np.array([r[0] for r in rows], np.uint32), [r[1] for r in rows], [r[2] for r in rows]
+        )
 
     def _delete_chunks(self, keys: set[tuple[int, int]]) -> None:
         if not keys:
@@ -286,7 +300,8 @@ class DuckDBStore:
         self._con.register("_keys", k)
         self._con.execute("DELETE FROM chunks WHERE (series_id, start) IN (SELECT (s, c) FROM _keys)")
         self._con.execute(
-            f"DELETE FROM rollups WHERE (series_id, bucket // {CHUNK_MS} * {CHUNK_MS}) IN (SELECT (s, c) FROM _keys)"
+            f"DELETE FROM rollups WHERE (series_id, bucket // {CHUNK_MS} * {CHUNK_MS})"
+            " IN (SELECT (s, c) FROM _keys)"
         )
         self._con.unregister("_keys")
 
@@ -301,9 +316,14 @@ class DuckDBStore:
         dropped = int(con.execute("SELECT count(*) FROM head WHERE ts < ?", [cut]).fetchone()[0])  # type: ignore[index]
         con.execute("DELETE FROM head WHERE ts < ?", [cut])
         self._next = replace(self._next, head=self._next.head_keep(cut))
-        dropped += int(con.execute("SELECT coalesce(sum(n), 0) FROM chunks WHERE last_ts < ?", [cut]).fetchone()[0])  # type: ignore[index]
+        dropped += int(
+            con.execute("SELECT coalesce(sum(n), 0) FROM chunks WHERE last_ts < ?", [cut]).fetchone()[0]
+        )  # type: ignore[index]
         con.execute("DELETE FROM chunks WHERE last_ts < ?", [cut])
-        straddle = {(int(s), int(c)) for s, c in con.execute("SELECT series_id, start FROM chunks WHERE start < ?", [cut]).fetchall()}
+        straddle = {
+            (int(s), int(c))
+            for s, c in con.execute("SELECT series_id, start FROM chunks WHERE start < ?", [cut]).fetchall()
+        }
         con.execute("DELETE FROM rollups WHERE bucket + last_off < ?", [cut])
         if straddle:
             sid, ts, val = sort_segment(*self._load_chunks(straddle))
@@ -346,7 +366,11 @@ class DuckDBStore:
                 self._gen.stable()
                 continue
             value, has = query.evaluate(
-                selection, sids, view.rollups, view.sealed_until, lambda r: self._read_raw(view, sids, r, gen)
+                selection,
+                sids,
+                view.rollups,
+                view.sealed_until,
+                lambda r, view=view, gen=gen: self._read_raw(view, sids, r, gen),
             )
             if self._gen.value == gen:  # no write changed sealed chunks meanwhile
                 break
@@ -374,7 +398,8 @@ class DuckDBStore:
             cur = self._con.cursor()
             try:
                 rows = cur.execute(
-                    f"SELECT series_id, start, ts_enc, val_enc FROM chunks WHERE series_id IN ({_ids_sql(m_ids)})"
+                    "SELECT series_id, start, ts_enc, val_enc FROM chunks"
+                    f" WHERE series_id IN ({_ids_sql(m_ids)})"
                     f" AND start IN ({m_starts})"
                 ).fetchall()
             finally:
@@ -424,7 +449,9 @@ class DuckDBStore:
             cur.close()
         head = self._view.head_samples()
         size = sum(p.stat().st_size for p in (self.path, Path(f"{self.path}.wal")) if p.exists())
-        return StoreStats(series=len(self._keys), samples=head + sealed, bytes=size, extra={"head_samples": head})
+        return StoreStats(
+            series=len(self._keys), samples=head + sealed, bytes=size, extra={"head_samples": head}
+        )
 
     def close(self) -> None:
         """Checkpoint and close the file; the store is unusable afterwards."""

@@ -1,4 +1,4 @@
-"""Evaluation of a ``Selection`` for ``DuckDBStore``: rollups for the aligned middle, raw samples at the edges.
+"""Evaluation of a ``Selection`` for ``DuckDBStore``: rollups for the aligned middle, raw samples at edges.
 
 Every value set reads a range: ``[start, end)`` for MEAN and INCREASE, ``[end - lookback, end)`` for
 LAST. The part of that range made of whole rollup buckets that are sealed is answered from ``rollups``
@@ -25,7 +25,7 @@ RawReader = Callable[[Ranges], tuple[np.ndarray, np.ndarray, np.ndarray]]
 
 @dataclass
 class Plan:
-    """Pieces of every value set: raw ``(vs, lo, hi)``, rollup ``(vs, lo, hi, tail follows)``, raw fetch ranges."""
+    """Pieces of each value set: raw ``(vs, lo, hi)``, rollup ``(vs, lo, hi, tail follows)``; fetch ranges."""
 
     raw: list[tuple[int, int, int]]
     roll: list[tuple[int, int, int, bool]]
@@ -79,7 +79,9 @@ def range_sum(arr: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 class _Stream:
     """Samples of the selected series, sorted by (series index, ts), keyed for range lookups."""
 
-    def __init__(self, sidx: np.ndarray, ts: np.ndarray, val: np.ndarray, real: np.ndarray, t0: int, span: int):
+    def __init__(
+        self, sidx: np.ndarray, ts: np.ndarray, val: np.ndarray, real: np.ndarray, t0: int, span: int
+    ):
         key = sidx.astype(np.int64) * span + (ts - t0)
         order = np.lexsort((~real, key))
         key, ts, val, sidx = key[order], ts[order], val[order], sidx[order]
@@ -146,7 +148,9 @@ class RollupIndex:
         if len(cols["bucket"]) == 0:
             return self
         mine = self.columns()
-        return RollupIndex({c: np.concatenate([mine[c], np.asarray(cols[c])]) for c in self.COLUMNS}, self.rollup_ms)
+        return RollupIndex(
+            {c: np.concatenate([mine[c], np.asarray(cols[c])]) for c in self.COLUMNS}, self.rollup_ms
+        )
 
     def ranges(self, sids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Row ranges ``[i0, i1)`` of series ``sids`` with buckets in ``[lo, hi)`` (multiples of the step)."""
@@ -163,7 +167,9 @@ def evaluate(
     p = plan(sel, rollups.rollup_ms, rollup_until)
     total = np.zeros((n_s, n_v))
     count = np.zeros((n_s, n_v), dtype=np.int64)
-    r_sid, r_ts, r_val = read_raw(p.fetch) if p.raw else (np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(0))
+    r_sid, r_ts, r_val = (
+        read_raw(p.fetch) if p.raw else (np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(0))
+    )
     v_s, v_ts, v_val = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
     if p.roll:
         rs, rv, rlo, rhi = _grid([r[:3] for r in p.roll], n_s)
@@ -253,7 +259,11 @@ def _last(sel: Selection, st: _Stream, n_s: int) -> tuple[np.ndarray, np.ndarray
 
 
 def group_cells(
-    sel: Selection, groups: Sequence[GroupKey], deployments: Sequence[str | None], value: np.ndarray, has: np.ndarray
+    sel: Selection,
+    groups: Sequence[GroupKey],
+    deployments: Sequence[str | None],
+    value: np.ndarray,
+    has: np.ndarray,
 ) -> SelectResult:
     """Sum per group the series that serve each value set and have data there (``Cell`` or ``None``).
 
@@ -279,5 +289,7 @@ def group_cells(
     out: SelectResult = {}
     for k, key in enumerate(keys):
         if present[k]:  # a group whose series serve in some value set appears, even with no data
-            out[key] = [Cell(t, c) if c else None for t, c in zip(tot[k].tolist(), cnt[k].tolist(), strict=True)]
+            out[key] = [
+                Cell(t, c) if c else None for t, c in zip(tot[k].tolist(), cnt[k].tolist(), strict=True)
+            ]
     return out

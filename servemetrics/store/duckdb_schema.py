@@ -8,7 +8,8 @@
   the 2nd..nth sample (``inc``), the first sample's delta to its previous sample (``first_inc``, even when
   that one lies in an earlier bucket) and how far before the bucket that previous sample lies
   (``prev_age``), and the last sample (``last_off`` after the bucket start, ``last_val``).
-- ``meta``: ``sealed_until``: every sample before it is in ``chunks``/``rollups``, every later one in ``head``.
+- ``meta``: ``sealed_until``: every sample before it is in ``chunks``/``rollups``, every later one in
+  ``head``.
 """
 
 from __future__ import annotations
@@ -23,13 +24,15 @@ ROLLUP_MS = 30 * 60 * 1000
 HOT_LABELS = ("model_id", "deployment_id", "replica")
 
 DDL = [
-    "CREATE TABLE IF NOT EXISTS series (id UINTEGER PRIMARY KEY, name VARCHAR NOT NULL, labels VARCHAR NOT NULL,"
-    " model_id VARCHAR, deployment_id VARCHAR, replica VARCHAR)",
+    "CREATE TABLE IF NOT EXISTS series (id UINTEGER PRIMARY KEY, name VARCHAR NOT NULL,"
+    " labels VARCHAR NOT NULL, model_id VARCHAR, deployment_id VARCHAR, replica VARCHAR)",
     "CREATE TABLE IF NOT EXISTS head (series_id UINTEGER NOT NULL, ts BIGINT NOT NULL, value DOUBLE)",
-    "CREATE TABLE IF NOT EXISTS chunks (series_id UINTEGER NOT NULL, start BIGINT NOT NULL, n INTEGER NOT NULL,"
-    " last_ts BIGINT NOT NULL, last_val DOUBLE, ts_enc BLOB NOT NULL, val_enc BLOB NOT NULL)",
-    "CREATE TABLE IF NOT EXISTS rollups (series_id UINTEGER NOT NULL, bucket BIGINT NOT NULL, n INTEGER NOT NULL,"
-    " sum DOUBLE, inc DOUBLE, first_inc DOUBLE, prev_age BIGINT, last_off INTEGER NOT NULL, last_val DOUBLE)",
+    "CREATE TABLE IF NOT EXISTS chunks (series_id UINTEGER NOT NULL, start BIGINT NOT NULL,"
+    " n INTEGER NOT NULL, last_ts BIGINT NOT NULL, last_val DOUBLE, ts_enc BLOB NOT NULL,"
+    " val_enc BLOB NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS rollups (series_id UINTEGER NOT NULL, bucket BIGINT NOT NULL,"
+    " n INTEGER NOT NULL, sum DOUBLE, inc DOUBLE, first_inc DOUBLE, prev_age BIGINT,"
+    " last_off INTEGER NOT NULL, last_val DOUBLE)",
     "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value BIGINT NOT NULL)",
 ]
 

@@ -58,7 +58,9 @@ class View:
     sealed_until: int
     head: tuple[Segment, ...]
     rollups: RollupIndex
-    _keys: dict[int, tuple[np.ndarray, int]] = field(default_factory=dict, init=False, compare=False, repr=False)
+    _keys: dict[int, tuple[np.ndarray, int]] = field(
+        default_factory=dict, init=False, compare=False, repr=False
+    )
 
     def with_head(self, segments: tuple[Segment, ...]) -> View:
         """The same view with other head segments (merged into one when there are many)."""

@@ -52,7 +52,9 @@ def random_series(rng: np.random.Generator, n_deps: int = 3, n_rep: int = 2) -> 
     return keys
 
 
-def random_points(rng: np.random.Generator, kind: str, start: int, hours: float) -> tuple[np.ndarray, np.ndarray]:
+def random_points(
+    rng: np.random.Generator, kind: str, start: int, hours: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Samples of one series: a 15 s grid with jitter, gaps, and counter resets or gauge noise."""
     n = int(hours * 240)
     ts = start + np.arange(n, dtype=np.int64) * 15_000
@@ -73,7 +75,9 @@ def random_points(rng: np.random.Generator, kind: str, start: int, hours: float)
     return ts, vals
 
 
-def random_batches(rng: np.random.Generator, keys, start: int, hours: float, n_batches: int) -> list[SampleBatch]:
+def random_batches(
+    rng: np.random.Generator, keys, start: int, hours: float, n_batches: int
+) -> list[SampleBatch]:
     """All samples of ``keys``, split in time order into batches, with duplicates and late samples."""
     idx, tss, vals = [], [], []
     for i, (name, _) in enumerate(keys):
@@ -94,5 +98,6 @@ def random_batches(rng: np.random.Generator, keys, start: int, hours: float, n_b
     sidx, ts = sidx[order], ts[order]
     cuts = np.linspace(0, ts.size, n_batches + 1).astype(int)
     return [
-        SampleBatch(list(keys), sidx[a:b], ts[a:b], vals_all[a:b]) for a, b in zip(cuts[:-1], cuts[1:], strict=True)
+        SampleBatch(list(keys), sidx[a:b], ts[a:b], vals_all[a:b])
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True)
     ]

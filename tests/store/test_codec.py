@@ -55,5 +55,9 @@ def test_regular_grid_costs_only_a_header() -> None:
 
 
 def test_ints_round_trip_extremes() -> None:
-    for x in (np.array([np.iinfo(np.int64).min, np.iinfo(np.int64).max, 0]), np.arange(-5, 5), np.zeros(0, np.int64)):
+    for x in (
+        np.array([np.iinfo(np.int64).min, np.iinfo(np.int64).max, 0]),
+        np.arange(-5, 5),
+        np.zeros(0, np.int64),
+    ):
         assert np.array_equal(codec.decode_ints(codec.encode_ints(x.astype(np.int64))), x)

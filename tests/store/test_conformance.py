@@ -22,7 +22,9 @@ def sel(name: str, reducer: Reducer, *sets: ValueSet, **kw: object) -> Selection
 
 def test_c4_tiny_dip_is_a_reset(store: Store) -> None:
     """Regression C4: (15,100) (30,200) (45,199.9) (60,300) -> increase 400 over [T0, T0+61 s)."""
-    store.append(batch(REQ, D1, [(T0 + s * 1000, v) for s, v in [(15, 100), (30, 200), (45, 199.9), (60, 300)]]))
+    store.append(
+        batch(REQ, D1, [(T0 + s * 1000, v) for s, v in [(15, 100), (30, 200), (45, 199.9), (60, 300)]])
+    )
     got = store.select(sel(REQ, Reducer.INCREASE, vs(0, 61)))
     assert got == {(): [Cell(pytest.approx(400.0), 1)]}
 
@@ -61,7 +63,9 @@ def test_deployments_of_the_value_set_only(store: Store) -> None:
 def test_first_write_wins_and_missing_group_label(store: Store) -> None:
     assert store.append(batch("util", D1, [(T0, 1.0), (T0, 2.0)])) == 1
     assert store.append(batch("util", D1, [(T0, 3.0), (T0 + 1, 4.0)])) == 1
-    got = store.select(sel("util", Reducer.MEAN, vs(0, 0.001), group_by=("le",), matchers=(("model_id", "m1"),)))
+    got = store.select(
+        sel("util", Reducer.MEAN, vs(0, 0.001), group_by=("le",), matchers=(("model_id", "m1"),))
+    )
     assert got == {("",): [Cell(1.0, 1)]}
     assert store.select(sel("util", Reducer.MEAN, vs(0, 0.001), matchers=(("model_id", "m2"),))) == {}
 

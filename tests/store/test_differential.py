@@ -1,4 +1,4 @@
-"""``DuckDBStore`` gives ``MemoryStore``'s answers on randomized data (resets, gaps, duplicates, late samples)."""
+"""``DuckDBStore`` gives ``MemoryStore``'s answers on random data (resets, gaps, duplicates, late samples)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ QUESTIONS = [
 ]
 
 
-def grid_sets(rng: np.random.Generator, lo: int, hi: int, step: int, promote: bool = True) -> tuple[ValueSet, ...]:
+def grid_sets(
+    rng: np.random.Generator, lo: int, hi: int, step: int, promote: bool = True
+) -> tuple[ValueSet, ...]:
     """Value sets as the planner makes them: window edges, grid points, a promotion instant."""
     cuts = {lo, hi, *range((lo // step + 1) * step, hi, step)}
     if promote:
@@ -44,7 +46,10 @@ def random_sets(rng: np.random.Generator, lo: int, hi: int, n: int) -> tuple[Val
         a = int(rng.integers(lo, hi - 1))
         b = int(rng.integers(a + 1, min(hi, a + 6 * HOUR) + 1))
         if rng.random() < 0.5:  # snap to the rollup grid now and then
-            a, b = a // (30 * MIN) * 30 * MIN, max(b // (30 * MIN) * 30 * MIN, a // (30 * MIN) * 30 * MIN + 30 * MIN)
+            a, b = (
+                a // (30 * MIN) * 30 * MIN,
+                max(b // (30 * MIN) * 30 * MIN, a // (30 * MIN) * 30 * MIN + 30 * MIN),
+            )
         deps = frozenset(d for d in DEPS if rng.random() < 0.7)
         out.append(ValueSet(a, b, deps))
     return tuple(out)

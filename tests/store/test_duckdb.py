@@ -67,7 +67,9 @@ def test_reopen_reads_the_same_answers(tmp_path: Path) -> None:
     path = tmp_path / "s.duckdb"
     store = DuckDBStore(path)
     store.append(grid_batch(T0, 5 * 240))
-    before = [increase(store, T0 + a, T0 + b) for a, b in ((0, HOUR), (HOUR + 1, 4 * HOUR + 7), (0, 5 * HOUR))]
+    before = [
+        increase(store, T0 + a, T0 + b) for a, b in ((0, HOUR), (HOUR + 1, 4 * HOUR + 7), (0, 5 * HOUR))
+    ]
     store.close()
     again = DuckDBStore(path)
     after = [increase(again, T0 + a, T0 + b) for a, b in ((0, HOUR), (HOUR + 1, 4 * HOUR + 7), (0, 5 * HOUR))]
@@ -138,5 +140,7 @@ def test_head_rows_far_apart_in_time() -> None:
     for lo in (T0 - 1, T0 + 1):
         got = view.head_rows(np.array([0], np.uint32), [(lo, T0 + (1 << 41) + 1)], 2)
         assert got[1].tolist() == ([T0, T0 + (1 << 41)] if lo < T0 else [T0 + (1 << 41)])
-    narrow = View(T0, (sort_segment(sid[[0, 2]], ts[[0, 2]], np.array([1.0, 3.0])),), RollupIndex.empty(30 * MIN))
+    narrow = View(
+        T0, (sort_segment(sid[[0, 2]], ts[[0, 2]], np.array([1.0, 3.0])),), RollupIndex.empty(30 * MIN)
+    )
     assert narrow.head_rows(np.array([1], np.uint32), [(T0, T0 + 6)], 2)[2].tolist() == [3.0]
