@@ -8,7 +8,7 @@ from servemetrics.ingest.adapters import ADAPTERS, TARGET_LABELS, adapt, rules_f
 from servemetrics.ingest.adapters.engines import source_of
 from servemetrics.ingest.exposition import parse_exposition
 from servemetrics.ingest.samples import Sample
-from tests.ingest.fixtures import SCRAPE_MS, fixture_files, parse_fixture, value_of
+from tests.ingest.fixtures import REPO_ROOT, SCRAPE_MS, fixture_files, parse_fixture, value_of
 
 TARGET = {
     "model_id": "m1",
@@ -333,3 +333,16 @@ def test_adapters_table_targets_are_canonical() -> None:
         "baseten_inference_requests_total",
         "baseten_replicas_active",
     } <= mapped
+
+
+def test_docs_page_lists_every_adapter_rule() -> None:
+    page = (REPO_ROOT / "docs" / "ingest.md").read_text()
+    for source, rules in ADAPTERS.items():
+        if source in ("passthrough", "engines"):
+            continue
+        for rule in rules:
+            base = rule.match.removesuffix("_bucket").removesuffix("_sum").removesuffix("_count")
+            target = rule.target.removesuffix("_bucket").removesuffix("_sum").removesuffix("_count")
+            assert f"`{base}" in page, rule.match
+            assert f"`{target}" in page, rule.target
+            assert f"| {rule.source} |" in page or f"| {rule.source}," in page, rule.source
