@@ -243,8 +243,8 @@ class DuckDBStore:
         return {c: v.to_numpy() for c, v in cols.items()}
 
     def _merge_sealed(self, sid: np.ndarray, ts: np.ndarray, val: np.ndarray) -> int:
-        """Merge samples older than the sealed boundary into their chunks (rewritten, with the next one)."""
-        touched = {(int(s), int(c)) for s, c in zip(sid, ts // CHUNK_MS * CHUNK_MS, strict=True)}
+        """Merge samples (sorted) older than the sealed boundary into their chunks, which are rewritten."""
+        chunk_of = ts // CHUNK_MS * CHUNK_MS
         ids = np.unique(sid)
         meta = self._con.execute(
             f"SELECT series_id, start, last_ts, last_val FROM chunks WHERE series_id IN ({_ids_sql(ids)})"
@@ -253,20 +253,22 @@ class DuckDBStore:
         existing: dict[int, list[tuple[int, int, float]]] = {}
         for s, start, last_ts, last_val in meta:
             existing.setdefault(s, []).append((start, last_ts, last_val))
+        u, u_first = np.unique(sid, return_index=True)
+        first = dict(zip(u.tolist(), u_first.tolist(), strict=True))  # sid is sorted: first is earliest
+        last_idx = np.append(np.flatnonzero(sid[1:] != sid[:-1]), sid.size - 1)
         load: set[tuple[int, int]] = set()
         prev_ts: dict[int, int] = {}
         prev_val: dict[int, float] = {}
-        for s in ids.tolist():
+        for s, hi_i in zip(ids.tolist(), last_idx.tolist(), strict=True):
+            # every stored chunk from the first touched one up to the one after the last touched one, so
+            # that each sample's previous sample is at hand and the next chunk's first bucket is redone
             chunks = existing.get(s, [])
-            mine = sorted(c for t, c in touched if t == s)
             starts = [c[0] for c in chunks]
-            for c in mine:  # the chunk itself and the next one (its first bucket's previous sample moves)
-                k = int(np.searchsorted(starts, c))
-                nxt = k + 1 if k < len(starts) and starts[k] == c else k
-                load.update((s, starts[x]) for x in {k, nxt} if x < len(starts))
-            k = int(np.searchsorted(starts, mine[0]))
-            if k > 0:
-                prev_ts[s], prev_val[s] = chunks[k - 1][1], chunks[k - 1][2]
+            lo_k = int(np.searchsorted(starts, int(chunk_of[first[s]])))
+            hi_k = int(np.searchsorted(starts, int(chunk_of[hi_i]), side="right"))
+            load.update((s, starts[x]) for x in range(lo_k, min(hi_k + 1, len(starts))))
+            if lo_k > 0:
+                prev_ts[s], prev_val[s] = chunks[lo_k - 1][1], chunks[lo_k - 1][2]
         e_sid, e_ts, e_val = self._load_chunks(load)
         all_sid = np.concatenate([e_sid, sid])
         all_ts = np.concatenate([e_ts, ts])

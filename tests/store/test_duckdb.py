@@ -14,8 +14,9 @@ from servemetrics.store.duckdb import DuckDBStore
 from servemetrics.store.duckdb_query import RollupIndex
 from servemetrics.store.duckdb_schema import CHUNK_MS
 from servemetrics.store.duckdb_view import View, sort_segment
+from servemetrics.store.memory import MemoryStore
 from servemetrics.types import labels_of
-from tests.store.helpers import HOUR, MIN, T0
+from tests.store.helpers import HOUR, MIN, T0, assert_same
 
 KEYS = [
     ("req_total", labels_of({"model_id": "m1", "deployment_id": "d1", "replica": f"r{r}", "status_code": c}))
@@ -144,3 +145,17 @@ def test_head_rows_far_apart_in_time() -> None:
         T0, (sort_segment(sid[[0, 2]], ts[[0, 2]], np.array([1.0, 3.0])),), RollupIndex.empty(30 * MIN)
     )
     assert narrow.head_rows(np.array([1], np.uint32), [(T0, T0 + 6)], 2)[2].tolist() == [3.0]
+
+
+def test_late_samples_in_chunks_far_apart_keep_increases(tmp_path: Path) -> None:
+    """Late samples in two chunks with untouched chunks between them: rollups keep the right deltas."""
+    duck, mem = DuckDBStore(tmp_path / "s.duckdb"), MemoryStore()
+    full = grid_batch(T0, 12 * 240)
+    late = np.isin(full.ts_ms, [T0 + 15_000 * 7, T0 + 9 * HOUR + 15_000 * 3])
+    for part in (~late, late):
+        b = SampleBatch(KEYS, full.series_index[part], full.ts_ms[part], full.values[part] * 1.5)
+        assert duck.append(b) == mem.append(b)
+    sets = tuple(ValueSet(T0 + i * 30 * MIN, T0 + (i + 1) * 30 * MIN, ALL) for i in range(24))
+    sel = Selection("req_total", Reducer.INCREASE, sets, ("status_code",), (), 3 * HOUR)
+    assert_same(duck.select(sel), mem.select(sel))
+    duck.close()
