@@ -190,14 +190,15 @@ class _Lines:
 _ALIAS = "a_"
 _ALIASABLE = frozenset({"gauge", "counter", "unknown", "histogram", "gaugehistogram", "summary"})
 _KEPT = ("le", "quantile")
-_alias_of: dict[str, str] = {}  # label text -> short label text (per process)
-_labels_of: dict[str, dict[str, str]] = {}  # alias id -> the library-parsed labels (le/quantile removed)
+_short_of: dict[str, str] = {}  # label text -> short label text (per process)
+_alias_of: dict[str, str] = {}  # repr of the parsed labels without le/quantile -> alias id
+_labels_of: dict[str, dict[str, str]] = {}  # alias id -> those labels
 
 
 def _short_labels(text: str) -> str:
     """The short label text replacing ``text``: the series' alias id, plus ``le``/``quantile``, which
     the parser's histogram and summary checks need. ``text`` itself is parsed once, by the library."""
-    short = _alias_of.get(text)
+    short = _short_of.get(text)
     if short is None:
         try:
             labels = _text_parser.parse_labels(text, True)
@@ -208,8 +209,8 @@ def _short_labels(text: str) -> str:
         alias = _alias_of.setdefault(key, str(len(_labels_of)))
         _labels_of.setdefault(alias, labels)
         short = "".join(f'{k}="{v}",' for k, v in kept.items()) + f'{_ALIAS}="{alias}"'
-        if len(_alias_of) < 1_000_000:
-            _alias_of[text] = short
+        if len(_short_of) < 1_000_000:
+            _short_of[text] = short
     return short
 
 
