@@ -20,7 +20,7 @@ from fastapi import FastAPI
 
 from servemetrics import __version__
 from servemetrics.api.errors import install_error_handlers
-from servemetrics.api.routes import export, ingest, management, metrics
+from servemetrics.api.routes import export, ingest, inventory, management, metrics
 from servemetrics.config import Config, apply_config
 from servemetrics.ingest.scraper import Scraper, Target
 from servemetrics.registry import Registry
@@ -133,6 +133,6 @@ def create_app(
         description="Model-serving metrics: the model metrics API, management API, ingest and export.",
     )
     install_error_handlers(app)
-    for module in (metrics, management, ingest, export):
+    for module in (metrics, management, inventory, ingest, export):
         app.include_router(module.router)
     return app

@@ -1,0 +1,116 @@
+"""Creating what the registry scrapes, for set-ups without a YAML file: models, deployments, replicas
+and their scrape targets. Our extensions (the spec creates models from a source, which we do not build).
+
+All need a managing key; the new model belongs to the key's organization.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from servemetrics.api.deps import ManageAuth, ManageModel, ReadModel, RegistryDep, resolve_deployment
+from servemetrics.api.errors import ApiError
+from servemetrics.api.routes.management import _call, deployment_v1, iso, model_v1
+from servemetrics.registry import ReplicaInfo
+
+router = APIRouter(prefix="/v1", tags=["inventory"])
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ModelCreate(_Body):
+    """Body of ``POST /v1/models``: ``id`` (generated when absent) and ``name``."""
+
+    id: str | None = Field(default=None, pattern=ID_PATTERN)
+    name: str = Field(min_length=1, max_length=200)
+
+
+class InstanceType(_Body):
+    """GPU type and count; no ``gpu_type`` or ``gpu_count`` 0 means a CPU deployment."""
+
+    gpu_type: str | None = None
+    gpu_count: int = Field(default=0, ge=0, le=64)
+
+
+class DeploymentCreate(_Body):
+    """Body of ``POST /v1/models/{model_id}/deployments``."""
+
+    id: str | None = Field(default=None, pattern=ID_PATTERN)
+    name: str = Field(min_length=1, max_length=200)
+    instance_type: InstanceType = InstanceType()
+
+
+class ReplicaCreate(_Body):
+    """Body of ``POST …/deployments/{deployment_id}/replicas``: replica id and its ``/metrics`` URLs."""
+
+    id: str = Field(pattern=ID_PATTERN)
+    targets: list[str] = Field(default_factory=list, max_length=20)
+
+    @field_validator("targets")
+    @classmethod
+    def _urls(cls, urls: list[str]) -> list[str]:
+        for url in urls:
+            if not url.startswith(("http://", "https://")):
+                raise ValueError(f"target {url!r} must be an http:// or https:// URL of a /metrics endpoint")
+        return urls
+
+
+def _new_id(prefix: str) -> str:
+    return f"{prefix}{secrets.token_hex(4)}"
+
+
+def replica_v1(r: ReplicaInfo, targets: list[str]) -> dict[str, Any]:
+    """``{id, deployment_id, status, created_at, terminated_at, targets}``."""
+    return {"id": r.id, "deployment_id": r.deployment_id, "status": r.status, "created_at": iso(r.created_at_ms),
+            "terminated_at": iso(r.terminated_at_ms) if r.terminated_at_ms else None, "targets": targets}
+
+
+@router.post("/models", status_code=201)
+def create_model(registry: RegistryDep, key: ManageAuth, body: ModelCreate) -> dict[str, Any]:
+    """Create a model of the caller's organization → ``ModelV1``; 409 when the id is taken."""
+    model_id = body.id or _new_id("m")
+    if registry.model(model_id, None) is not None:
+        raise ApiError(409, f"model id {model_id!r} is taken; choose another id or omit it")
+    return model_v1(registry, registry.ensure_model(model_id, body.name, key.organization_name))
+
+
+@router.post("/models/{model_id}/deployments", status_code=201)
+def create_deployment(registry: RegistryDep, model: ManageModel, body: DeploymentCreate) -> dict[str, Any]:
+    """Create a deployment (records DEPLOYED) → ``DeploymentV1``; 409 when the id is taken."""
+    dep_id = body.id or _new_id("d")
+    found = _call(registry.create_deployment, model.id, dep_id, body.name,
+                  gpu_type=body.instance_type.gpu_type, gpu_count=body.instance_type.gpu_count)
+    return deployment_v1(registry, found)
+
+
+def _targets_by_replica(registry: RegistryDep, deployment_id: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for t in registry.list_targets():
+        if t.deployment_id == deployment_id:
+            out.setdefault(t.replica, []).append(t.url)
+    return out
+
+
+@router.get("/models/{model_id}/deployments/{deployment_id}/replicas")
+def list_replicas(registry: RegistryDep, model: ReadModel, deployment_id: str) -> dict[str, Any]:
+    """``{replicas: [...]}`` with each replica's status and scrape targets."""
+    dep = resolve_deployment(registry, model, deployment_id)
+    targets = _targets_by_replica(registry, dep.id)
+    return {"replicas": [replica_v1(r, targets.get(r.id, [])) for r in _call(registry.list_replicas, model.id, dep.id)]}
+
+
+@router.post("/models/{model_id}/deployments/{deployment_id}/replicas", status_code=201)
+def add_replica(registry: RegistryDep, model: ManageModel, deployment_id: str, body: ReplicaCreate) -> dict[str, Any]:
+    """Register a replica and its scrape targets (scraped from the next target refresh, within 30 s)."""
+    dep = resolve_deployment(registry, model, deployment_id)
+    replica = _call(registry.ensure_replica, model.id, dep.id, body.id)
+    for url in body.targets:
+        _call(registry.ensure_target, model.id, dep.id, body.id, url)
+    return replica_v1(replica, _targets_by_replica(registry, dep.id).get(body.id, []))
