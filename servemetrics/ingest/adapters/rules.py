@@ -104,3 +104,4 @@ def histogram(
 
 
 NOT_EMPTY = ".+"
+"""Matcher pattern for a label that is present and not empty (PromQL ``=~".+"``)."""
