@@ -191,7 +191,9 @@ def questions(now_ms: int, end_ms: int) -> dict[str, list[Selection]]:
         "SERIES 7 d (30 m step)": default_set(value_sets(now_ms - 7 * DAY, now_ms, 30 * MIN, end_ms)),
         "SERIES 1 h (30 s step)": default_set(value_sets(now_ms - HOUR, now_ms, 30_000, end_ms)),
         "SUMMARY 7 d": default_set(value_sets(now_ms - 7 * DAY, now_ms, 8 * DAY, end_ms)),
-        "CURRENT (last 5 m)": default_set(value_sets(now_ms - 5 * MIN, now_ms, HOUR, end_ms), current=True),
+        "CURRENT (last 5 m)": default_set(
+            value_sets(now_ms - 5 * MIN, now_ms, 8 * DAY, end_ms), current=True
+        ),
     }
 
 

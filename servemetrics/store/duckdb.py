@@ -387,8 +387,8 @@ class DuckDBStore:
         ids = sids.tolist()
         found: list[tuple[int, np.ndarray, np.ndarray]] = []
         missing: list[tuple[int, int]] = []
-        for c in starts:
-            for s in ids:
+        for s in ids:  # in (series, start) order: the concatenation is sorted by (series, ts)
+            for c in starts:
                 hit = self._cache.get((s, c), gen)
                 if hit is None:
                     missing.append((s, c))

@@ -83,7 +83,8 @@ class _Stream:
         self, sidx: np.ndarray, ts: np.ndarray, val: np.ndarray, real: np.ndarray, t0: int, span: int
     ):
         key = sidx.astype(np.int64) * span + (ts - t0)
-        order = np.lexsort((~real, key))
+        # real before virtual at the same key; parts arrive mostly sorted, which a stable sort exploits
+        order = np.argsort(key * 2 + ~real, kind="stable")
         key, ts, val, sidx = key[order], ts[order], val[order], sidx[order]
         keep = np.ones(key.size, dtype=bool)
         keep[1:] = key[1:] != key[:-1]  # a real sample shadows the virtual copy of itself
