@@ -40,8 +40,9 @@ class Scope(str, Enum):
     """Who reports one series of the metric.
 
     - ``SERIES``: every series counts (per-replica and per-GPU metrics, request counters).
-    - ``DEPLOYMENT``: one value per deployment (DESIGN: never sum copies reported by several sources);
-      per-series values are averaged within a deployment, then ``aggregation`` combines deployments.
+    - ``DEPLOYMENT``: one value per deployment (DESIGN: never sum copies reported by several sources):
+      the series of one source (``source`` label) are summed, the sources of a deployment averaged,
+      then ``aggregation`` combines deployments.
     - ``REPLICA``: values are first summed within a replica (``replica`` label), then ``aggregation``
       combines replicas (CPU cores, working set: several containers of one replica add up).
     """

@@ -33,7 +33,7 @@ UP_METRIC = "up"
 
 _SCOPE_KEYS: dict[Scope, tuple[str, ...]] = {
     Scope.SERIES: (),
-    Scope.DEPLOYMENT: ("deployment_id",),
+    Scope.DEPLOYMENT: ("deployment_id", "source"),
     Scope.REPLICA: ("deployment_id", "replica"),
 }
 
@@ -91,7 +91,7 @@ def _by_label_set(
     ``unit(i, cell)`` turns one group's cell into one unit value (a deployment's or a replica's);
     ``pooled`` keeps series counts so MEAN aggregates over series rather than over units.
     """
-    n_scope = len(_SCOPE_KEYS[metric.scope])
+    n_scope = len(_SCOPE_KEYS[metric.scope]) - (metric.scope is Scope.DEPLOYMENT)
     index = {next(iter(ls.values()), ""): j for j, ls in enumerate(metric.label_sets)}
     out: list[list[float | None]] = []
     for i in range(len(ctx.plan.value_sets)):
@@ -117,6 +117,20 @@ def _by_label_set(
     return out
 
 
+def _one_per_deployment(res: SelectResult) -> SelectResult:
+    """Groups ``(deployment_id, source, *labels)`` -> ``(deployment_id, *labels)``: the series of one
+    source are summed (per-replica series of one exporter add up), the sources of one deployment are
+    averaged (copies of the same quantity are never summed)."""
+    merged: dict[tuple[str, ...], list[list[float]]] = {}
+    n = len(next(iter(res.values())))
+    for key, cells in res.items():
+        slots = merged.setdefault((key[0], *key[2:]), [[] for _ in range(n)])
+        for i, cell in enumerate(cells):
+            if cell is not None:
+                slots[i].append(cell.total)
+    return {key: [Cell(math.fsum(v) / len(v), 1) if v else None for v in slots] for key, slots in merged.items()}
+
+
 def _gauge(ctx: _Context, metric: MetricDef) -> list[list[float | None]] | None:
     reducer = Reducer.LAST if ctx.plan.mode is Mode.CURRENT else Reducer.MEAN
     group_by = _SCOPE_KEYS[metric.scope] + ((metric.by_label,) if metric.by_label else ())
@@ -124,7 +138,7 @@ def _gauge(ctx: _Context, metric: MetricDef) -> list[list[float | None]] | None:
     if not res:
         return None
     if metric.scope is Scope.DEPLOYMENT:
-        return _by_label_set(ctx, metric, res, lambda i, c: c.total / c.series, pooled=False)
+        return _by_label_set(ctx, metric, _one_per_deployment(res), lambda i, c: c.total, pooled=False)
     if metric.scope is Scope.REPLICA:
         return _by_label_set(ctx, metric, res, lambda i, c: c.total, pooled=False)
     return _by_label_set(ctx, metric, res, lambda i, c: c.total, pooled=True)

@@ -161,6 +161,17 @@ def test_deployment_gauge_reported_twice_is_not_summed():
     assert v == 6.0  # 4 (one value for d1) + mean(1, 3) for d2
 
 
+def test_deployment_gauge_per_replica_series_of_one_source_add_up():
+    gauge = "baseten_concurrent_requests"
+    store = store_with(
+        series(gauge, [(0, 2), (15, 2)], deployment_id="d1", replica="r1", source="knative"),
+        series(gauge, [(0, 3), (15, 5)], deployment_id="d1", replica="r2", source="knative"),
+        series(gauge, [(0, 6), (15, 6)], deployment_id="d1", source="gateway"),
+    )
+    [[v]] = values_of(run(store, [gauge], Mode.SUMMARY, 0, 30), gauge)
+    assert v == 6.0  # knative: 2 + 4 = 6 over its replicas; gateway: 6; one value for d1
+
+
 def test_cpu_cores_per_replica_mean():
     cpu = "baseten_container_cpu_usage_seconds_total"
     store = store_with(
