@@ -23,10 +23,16 @@ from prometheus_client.process_collector import ProcessCollector
 
 REGISTRY = CollectorRegistry()
 ProcessCollector(registry=REGISTRY)
-REQUESTS = Counter("baseten_inference_requests", "Requests by status.", ["status_code", "is_async"],
-                   registry=REGISTRY)
-LATENCY = Histogram("baseten_end_to_end_response_time_seconds", "End-to-end time.", ["is_async"],
-                    registry=REGISTRY, buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0))
+REQUESTS = Counter(
+    "baseten_inference_requests", "Requests by status.", ["status_code", "is_async"], registry=REGISTRY
+)
+LATENCY = Histogram(
+    "baseten_end_to_end_response_time_seconds",
+    "End-to-end time.",
+    ["is_async"],
+    registry=REGISTRY,
+    buckets=(0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0),
+)
 ACTIVE = Gauge("baseten_replicas_active", "Active replicas.", registry=REGISTRY)
 ACTIVE.set(1)
 

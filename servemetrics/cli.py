@@ -15,12 +15,16 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColu
 
 from servemetrics import __version__
 
-app = typer.Typer(help="Model-serving metrics: scrape replicas, store samples, answer the metrics API.",
-                  no_args_is_help=True, add_completion=False)
+app = typer.Typer(
+    help="Model-serving metrics: scrape replicas, store samples, answer the metrics API.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 err = Console(stderr=True)
 
-ConfigOpt = Annotated[Path, typer.Option("--config", "-c", help="YAML config file.", exists=True,
-                                         dir_okay=False, readable=True)]
+ConfigOpt = Annotated[
+    Path, typer.Option("--config", "-c", help="YAML config file.", exists=True, dir_okay=False, readable=True)
+]
 
 
 def _load(path: Path):  # noqa: ANN202 - returns servemetrics.config.Config
@@ -45,22 +49,32 @@ def serve(config: ConfigOpt) -> None:
 
 
 def _progress() -> Progress:
-    return Progress("[progress.description]{task.description}", BarColumn(), DownloadColumn(),
-                    TransferSpeedColumn(), TimeRemainingColumn(), console=err)
+    return Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TimeRemainingColumn(),
+        console=err,
+    )
 
 
 @app.command("import")
 def import_file(
-    file: Annotated[Path, typer.Argument(help="OpenMetrics file with timestamps (seconds).", exists=True,
-                                         dir_okay=False)],
+    file: Annotated[
+        Path, typer.Argument(help="OpenMetrics file with timestamps (seconds).", exists=True, dir_okay=False)
+    ],
     model: Annotated[str, typer.Option("--model", help="Model id the samples belong to.")],
     deployment: Annotated[str, typer.Option("--deployment", help="Deployment id.")],
     replica: Annotated[str, typer.Option("--replica", help="Replica id.")],
     url: Annotated[str | None, typer.Option("--url", help="Base URL of a running service.")] = None,
-    api_key: Annotated[str | None, typer.Option("--api-key", envvar="SERVEMETRICS_API_KEY",
-                                                help="Key for --url (manage-capable).")] = None,
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="Config whose data_dir to write "
-                                                "(when no --url).")] = None,
+    api_key: Annotated[
+        str | None,
+        typer.Option("--api-key", envvar="SERVEMETRICS_API_KEY", help="Key for --url (manage-capable)."),
+    ] = None,
+    config: Annotated[
+        Path | None, typer.Option("--config", "-c", help="Config whose data_dir to write (when no --url).")
+    ] = None,
 ) -> None:
     """Backfill FILE as samples of one replica, through a running service (--url) or into --config's data."""
     from servemetrics import importer
@@ -81,7 +95,9 @@ def import_file(
             elif config is not None:
                 stored = importer.into_data_dir(_load(config), file, model, deployment, replica, advance)
             else:
-                err.print("[red]error:[/red] give --url URL --api-key KEY (a running service) or --config FILE")
+                err.print(
+                    "[red]error:[/red] give --url URL --api-key KEY (a running service) or --config FILE"
+                )
                 raise typer.Exit(2)
         except importer.ImportFailed as exc:
             err.print(f"[red]error:[/red] {exc}")

@@ -33,8 +33,9 @@ def _chunks(path: Path, progress: Progress) -> Iterator[bytes]:
             yield chunk
 
 
-def via_service(path: Path, url: str, api_key: str, model_id: str, deployment_id: str, replica: str,
-                progress: Progress) -> int:
+def via_service(
+    path: Path, url: str, api_key: str, model_id: str, deployment_id: str, replica: str, progress: Progress
+) -> int:
     """Upload ``path`` to ``POST {url}/v1/import``; return the samples stored.
 
     Raises:
@@ -42,8 +43,13 @@ def via_service(path: Path, url: str, api_key: str, model_id: str, deployment_id
     """
     params = {"model_id": model_id, "deployment_id": deployment_id, "replica": replica}
     try:
-        resp = httpx.post(f"{url.rstrip('/')}/v1/import", params=params, content=_chunks(path, progress),
-                          headers={"Authorization": f"Api-Key {api_key}"}, timeout=None)
+        resp = httpx.post(
+            f"{url.rstrip('/')}/v1/import",
+            params=params,
+            content=_chunks(path, progress),
+            headers={"Authorization": f"Api-Key {api_key}"},
+            timeout=None,
+        )
     except httpx.HTTPError as exc:
         raise ImportFailed(f"cannot reach {url}: {exc}") from exc
     if resp.status_code != 200:
@@ -55,8 +61,9 @@ def via_service(path: Path, url: str, api_key: str, model_id: str, deployment_id
     return int(resp.json()["samples"])
 
 
-def into_data_dir(config: Config, path: Path, model_id: str, deployment_id: str, replica: str,
-                  progress: Progress) -> int:
+def into_data_dir(
+    config: Config, path: Path, model_id: str, deployment_id: str, replica: str, progress: Progress
+) -> int:
     """Import ``path`` into ``config.data_dir`` directly (no service may hold it); return samples stored.
 
     Raises:
@@ -70,16 +77,24 @@ def into_data_dir(config: Config, path: Path, model_id: str, deployment_id: str,
         apply_config(config, registry)
         dep = registry.deployment(model_id, deployment_id)
         if dep is None:
-            raise ImportFailed(f"no deployment {deployment_id!r} of model {model_id!r} in {config.data_dir}; "
-                               "declare it in the config's models section")
+            raise ImportFailed(
+                f"no deployment {deployment_id!r} of model {model_id!r} in {config.data_dir}; "
+                "declare it in the config's models section"
+            )
         model_name = next((m.name or m.id for m in config.models if m.id == model_id), model_id)
-        labels = {"model_id": model_id, "model_name": model_name, "deployment_id": deployment_id,
-                  "replica": replica}
+        labels = {
+            "model_id": model_id,
+            "model_name": model_name,
+            "deployment_id": deployment_id,
+            "replica": replica,
+        }
         try:
             store = open_store(Path(config.data_dir))
         except Exception as exc:  # DuckDB raises IOException when another process holds the file
-            raise ImportFailed(f"cannot open the store in {config.data_dir} ({exc}); if a service is "
-                               "running on it, import through it with --url and --api-key") from exc
+            raise ImportFailed(
+                f"cannot open the store in {config.data_dir} ({exc}); if a service is "
+                "running on it, import through it with --url and --api-key"
+            ) from exc
         stored = 0
         try:
             for batch in iter_backfill(path, labels, progress=progress):

@@ -26,20 +26,30 @@ class SelfMetrics:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.scrape_duration = Histogram(
-            "servemetrics_scrape_duration_seconds", "Duration of one scrape (request, parse, adapt, store).",
-            ["deployment_id"], registry=r,
+            "servemetrics_scrape_duration_seconds",
+            "Duration of one scrape (request, parse, adapt, store).",
+            ["deployment_id"],
+            registry=r,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
         )
         self.scrapes = Counter("servemetrics_scrapes", "Scrapes by result.", ["result"], registry=r)
         self.scrape_duplicates = Counter(
-            "servemetrics_scrape_duplicate_samples", "Samples dropped as duplicates within one scrape.",
-            ["target"], registry=r,
+            "servemetrics_scrape_duplicate_samples",
+            "Samples dropped as duplicates within one scrape.",
+            ["target"],
+            registry=r,
         )
         self.samples_appended = Counter(
-            "servemetrics_samples_appended", "Samples newly stored, by ingest path.", ["path"], registry=r,
+            "servemetrics_samples_appended",
+            "Samples newly stored, by ingest path.",
+            ["path"],
+            registry=r,
         )
         self.query_latency = Histogram(
-            "servemetrics_query_duration_seconds", "Latency of metrics queries.", ["mode"], registry=r,
+            "servemetrics_query_duration_seconds",
+            "Latency of metrics queries.",
+            ["mode"],
+            registry=r,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
         )
         self.targets = Gauge("servemetrics_scrape_targets", "Configured scrape targets.", registry=r)

@@ -1,4 +1,4 @@
-"""Imports point one way (DESIGN "Data flow"; STYLE "Imports point one way"): no layer imports one above it."""
+"""Imports point one way (DESIGN "Data flow"): no layer imports one above it."""
 
 from __future__ import annotations
 

@@ -10,7 +10,9 @@ from tests.conftest import REPO_ROOT
 
 def test_catalog_page_is_current():
     page = (REPO_ROOT / "docs" / "catalog.md").read_text()
-    assert markdown_table() in page, "run: python -m servemetrics.catalog.render and paste into docs/catalog.md"
+    assert markdown_table() in page, (
+        "run: python -m servemetrics.catalog.render and paste into docs/catalog.md"
+    )
 
 
 def test_every_metric_is_in_the_catalog_page():
@@ -28,6 +30,17 @@ def test_every_cli_command_is_in_the_readme():
 
 def test_query_semantics_page_covers_the_contract():
     page = (REPO_ROOT / "docs" / "query-semantics.md").read_text()
-    for term in ("CURRENT", "SUMMARY", "SERIES", "7 days", "360", "promotion", "reset", "histogram_quantile",
-                 "null", "+Inf", "2xx"):
+    for term in (
+        "CURRENT",
+        "SUMMARY",
+        "SERIES",
+        "7 days",
+        "360",
+        "promotion",
+        "reset",
+        "histogram_quantile",
+        "null",
+        "+Inf",
+        "2xx",
+    ):
         assert term in page, term

@@ -52,10 +52,17 @@ def wall_clock_ms() -> int:
 def _targets(registry: Registry) -> list[Target]:
     out = []
     for t in registry.list_targets():
-        labels = {k: v for k, v in (
-            ("model_id", t.model_id), ("model_name", t.model_name), ("deployment_id", t.deployment_id),
-            ("replica", t.replica), ("environment", t.environment or ""), ("rollout_phase", t.rollout_phase or ""),
-        )}
+        labels = {
+            k: v
+            for k, v in (
+                ("model_id", t.model_id),
+                ("model_name", t.model_name),
+                ("deployment_id", t.deployment_id),
+                ("replica", t.replica),
+                ("environment", t.environment or ""),
+                ("rollout_phase", t.rollout_phase or ""),
+            )
+        }
         out.append(Target(t.url, tuple(sorted(labels.items()))))
     return out
 
@@ -113,8 +120,13 @@ def create_app(
         tasks: list[asyncio.Task[None]] = []
         async with httpx.AsyncClient() as client:
             if scrape:
-                service.scraper = Scraper(client, service.store.append, config.scrape_interval,
-                                          config.scrape_timeout, service.metrics)
+                service.scraper = Scraper(
+                    client,
+                    service.store.append,
+                    config.scrape_interval,
+                    config.scrape_timeout,
+                    service.metrics,
+                )
                 tasks.append(asyncio.create_task(_refresh_targets(service)))
             tasks.append(asyncio.create_task(_retention(service)))
             try:
@@ -129,7 +141,9 @@ def create_app(
                 registry.close()
 
     app = FastAPI(
-        title="servemetrics", version=__version__, lifespan=lifespan,
+        title="servemetrics",
+        version=__version__,
+        lifespan=lifespan,
         description="Model-serving metrics: the model metrics API, management API, ingest and export.",
     )
     install_error_handlers(app)

@@ -7,10 +7,10 @@ Kinds and unit hints are the spec's enums (``ModelMetricKindV1``, ``ModelMetricU
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class Kind(str, Enum):
+class Kind(StrEnum):
     """How a metric behaves (spec ``ModelMetricKindV1``)."""
 
     GAUGE = "GAUGE"
@@ -18,7 +18,7 @@ class Kind(str, Enum):
     HISTOGRAM = "HISTOGRAM"
 
 
-class Unit(str, Enum):
+class Unit(StrEnum):
     """Advisory unit of the values the API returns (spec ``ModelMetricUnitHintV1``)."""
 
     PER_SECOND = "PER_SECOND"
@@ -29,14 +29,14 @@ class Unit(str, Enum):
     RATIO = "RATIO"
 
 
-class Aggregation(str, Enum):
+class Aggregation(StrEnum):
     """How per-series values of one step combine across series (DESIGN "Query semantics")."""
 
     SUM = "sum"
     MEAN = "mean"
 
 
-class Scope(str, Enum):
+class Scope(StrEnum):
     """Who reports one series of the metric.
 
     - ``SERIES``: every series counts (per-replica and per-GPU metrics, request counters).

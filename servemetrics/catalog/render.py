@@ -1,6 +1,6 @@
 """Render the catalog as the Markdown table in ``docs/catalog.md`` (a test keeps the page current).
 
-    python -m servemetrics.catalog.render   # prints the table
+python -m servemetrics.catalog.render   # prints the table
 """
 
 from __future__ import annotations
@@ -13,12 +13,19 @@ END = "<!-- catalog:end -->"
 
 def markdown_table() -> str:
     """The catalog as a Markdown table between the BEGIN and END markers."""
-    rows = [BEGIN, "| metric | kind | unit hint | aggregation | scope | label sets | description |",
-            "|---|---|---|---|---|---|---|"]
+    rows = [
+        BEGIN,
+        "| metric | kind | unit hint | aggregation | scope | label sets | description |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for m in CATALOG.values():
-        label_sets = ", ".join("{" + ", ".join(f"{k}: {v}" for k, v in ls.items()) + "}" for ls in m.label_sets)
-        rows.append(f"| `{m.name}` | {m.kind.value} | {m.unit.value} | {m.aggregation.value} | "
-                    f"{m.scope.value} | {label_sets} | {m.help} |")
+        label_sets = ", ".join(
+            "{" + ", ".join(f"{k}: {v}" for k, v in ls.items()) + "}" for ls in m.label_sets
+        )
+        rows.append(
+            f"| `{m.name}` | {m.kind.value} | {m.unit.value} | {m.aggregation.value} | "
+            f"{m.scope.value} | {label_sets} | {m.help} |"
+        )
     rows.append(END)
     return "\n".join(rows)
 

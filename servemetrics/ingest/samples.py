@@ -68,6 +68,7 @@ class SampleBatch:
 
     def samples(self) -> Iterable[Sample]:
         """Iterate the batch as ``Sample`` rows (for tests and small batches)."""
-        for i, t, v in zip(self.series_index.tolist(), self.ts_ms.tolist(), self.values.tolist(), strict=True):
+        columns = (self.series_index.tolist(), self.ts_ms.tolist(), self.values.tolist())
+        for i, t, v in zip(*columns, strict=True):
             name, labels = self.series[i]
             yield Sample(name, labels, v, t)

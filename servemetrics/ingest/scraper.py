@@ -103,7 +103,9 @@ class Scraper:
         result = await self._fetch_and_parse(target, ts)
         if result.up:
             result.samples = self._with_created_zeros(target.url, ts, result.samples)
-        up = Sample("up", labels_of({**target.label_dict, "instance": target.url}), 1.0 if result.up else 0.0, ts)
+        up = Sample(
+            "up", labels_of({**target.label_dict, "instance": target.url}), 1.0 if result.up else 0.0, ts
+        )
         batch = SampleBatch.from_samples([*result.samples, up])
         result.stored = await anyio.to_thread.run_sync(self._append, batch)
         self._observe(target, result, time.perf_counter() - started)
@@ -129,8 +131,11 @@ class Scraper:
         if previous is None:
             return samples
         prev_ts, prev_keys = previous
-        zeros = [Sample(s.name, s.labels, 0.0, prev_ts + 1) for s in samples
-                 if s.key not in prev_keys and s.name.endswith(COUNTER_SUFFIXES) and prev_ts + 1 < s.ts_ms]
+        zeros = [
+            Sample(s.name, s.labels, 0.0, prev_ts + 1)
+            for s in samples
+            if s.key not in prev_keys and s.name.endswith(COUNTER_SUFFIXES) and prev_ts + 1 < s.ts_ms
+        ]
         return zeros + samples if zeros else samples
 
     def _observe(self, target: Target, result: ScrapeResult, seconds: float) -> None:

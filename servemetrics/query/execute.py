@@ -59,10 +59,16 @@ class _Context:
 
     def select(self, name: str, reducer: Reducer, group_by: tuple[str, ...] = ()) -> SelectResult:
         lookback = CURRENT_LOOKBACK_MS if reducer is Reducer.LAST else Selection.lookback_ms
-        return self.store.select(Selection(
-            name=name, reducer=reducer, value_sets=self.plan.value_sets, group_by=group_by,
-            matchers=(("model_id", self.plan.model_id),), lookback_ms=lookback,
-        ))
+        return self.store.select(
+            Selection(
+                name=name,
+                reducer=reducer,
+                value_sets=self.plan.value_sets,
+                group_by=group_by,
+                matchers=(("model_id", self.plan.model_id),),
+                lookback_ms=lookback,
+            )
+        )
 
     def live(self) -> list[bool]:
         """Per value set: was any target of the serving deployments up?"""
@@ -84,7 +90,11 @@ def _combine(values: list[float], counts: list[int], agg: Aggregation) -> float:
 
 
 def _by_label_set(
-    ctx: _Context, metric: MetricDef, res: SelectResult, unit: Callable[[int, Cell], float], pooled: bool,
+    ctx: _Context,
+    metric: MetricDef,
+    res: SelectResult,
+    unit: Callable[[int, Cell], float],
+    pooled: bool,
 ) -> list[list[float | None]]:
     """Reduce a select result to per value set, per label set values.
 
@@ -128,7 +138,9 @@ def _one_per_deployment(res: SelectResult) -> SelectResult:
         for i, cell in enumerate(cells):
             if cell is not None:
                 slots[i].append(cell.total)
-    return {key: [Cell(math.fsum(v) / len(v), 1) if v else None for v in slots] for key, slots in merged.items()}
+    return {
+        key: [Cell(math.fsum(v) / len(v), 1) if v else None for v in slots] for key, slots in merged.items()
+    }
 
 
 def _gauge(ctx: _Context, metric: MetricDef) -> list[list[float | None]] | None:
@@ -154,9 +166,7 @@ def _counter(ctx: _Context, metric: MetricDef) -> list[list[float | None]] | Non
     else:
         rows = _by_label_set(ctx, metric, res, lambda i, c: c.total, pooled=False)
     live = ctx.live()
-    return [
-        [0.0 if v is None and live[i] else v for v in row] for i, row in enumerate(rows)
-    ]
+    return [[0.0 if v is None and live[i] else v for v in row] for i, row in enumerate(rows)]
 
 
 def _histogram(ctx: _Context, metric: MetricDef) -> list[list[float | None]] | None:
@@ -204,10 +214,14 @@ def execute(plan: Plan, store: Store) -> dict[str, object]:
         rows = _RECIPES[metric.kind](ctx, metric)
         if rows is None:
             continue
-        descriptors.append({
-            "name": metric.name, "unit_hint": metric.unit.value, "kind": metric.kind.value,
-            "label_sets": [dict(ls) for ls in metric.label_sets],
-        })
+        descriptors.append(
+            {
+                "name": metric.name,
+                "unit_hint": metric.unit.value,
+                "kind": metric.kind.value,
+                "label_sets": [dict(ls) for ls in metric.label_sets],
+            }
+        )
         columns.append(rows)
     value_sets = [
         {"start_epoch_millis": vs.start_ms, "values": [[_finite(v) for v in col[i]] for col in columns]}

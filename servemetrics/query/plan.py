@@ -17,8 +17,7 @@ class UnknownMetricError(ValueError):
     def __init__(self, names: Sequence[str]) -> None:
         self.names = list(names)
         super().__init__(
-            "unknown metric name(s): " + ", ".join(self.names)
-            + ". Known names: " + ", ".join(CATALOG)
+            "unknown metric name(s): " + ", ".join(self.names) + ". Known names: " + ", ".join(CATALOG)
         )
 
 

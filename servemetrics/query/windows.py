@@ -6,7 +6,7 @@ All times are epoch milliseconds.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 HOUR_MS = 3_600_000
 MAX_WINDOW_MS = 7 * 24 * HOUR_MS
@@ -16,7 +16,7 @@ STEP_LADDER_S: tuple[int, ...] = (30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 
 """SERIES steps in seconds; the smallest giving at most ``MAX_STEPS`` steps is used."""
 
 
-class Mode(str, Enum):
+class Mode(StrEnum):
     """Query mode (spec ``ModelMetricModeV1``)."""
 
     CURRENT = "CURRENT"
@@ -68,9 +68,7 @@ def resolve_window(mode: Mode, start_ms: int | None, end_ms: int | None, now_ms:
     end = now_ms if end_ms is None else end_ms
     start = end - HOUR_MS if start_ms is None else start_ms
     if start >= end:
-        raise WindowError(
-            f"start_epoch_millis ({start}) must be earlier than end_epoch_millis ({end})"
-        )
+        raise WindowError(f"start_epoch_millis ({start}) must be earlier than end_epoch_millis ({end})")
     if end - start > MAX_WINDOW_MS:
         raise WindowError(
             f"the window is {(end - start) / HOUR_MS:.1f} h long; it must not exceed 7 days "

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from typing import NamedTuple, Protocol
 
 from servemetrics.ingest.samples import SampleBatch
@@ -37,7 +37,7 @@ DEFAULT_LOOKBACK_MS = 10 * 60 * 1000
 """INCREASE looks this far before a value set for the previous sample of a series (10 minutes)."""
 
 
-class Reducer(str, Enum):
+class Reducer(StrEnum):
     """Per-series reduction inside one value set."""
 
     INCREASE = "increase"

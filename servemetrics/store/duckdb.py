@@ -161,7 +161,9 @@ class DuckDBStore:
             total = sum(step() for step in steps)
             self._seal()
             if self._sealed_until != self._view.sealed_until:
-                self._con.execute("INSERT OR REPLACE INTO meta VALUES ('sealed_until', ?)", [self._sealed_until])
+                self._con.execute(
+                    "INSERT OR REPLACE INTO meta VALUES ('sealed_until', ?)", [self._sealed_until]
+                )
             if rewrites:
                 self._next = replace(self._next, rollups=self._load_rollups())
             self._con.commit()

@@ -21,14 +21,25 @@ REQ = "baseten_inference_requests_total"
 
 @pytest.fixture
 def client(tmp_path) -> Iterator[TestClient]:
-    cfg = parse_config({
-        "data_dir": str(tmp_path),
-        "organizations": [{"name": "acme", "api_keys": [{"key": MANAGE, "type": "WORKSPACE_MANAGE_ALL"},
-                                                        {"key": READ, "type": "WORKSPACE_EXPORT_METRICS"}]},
-                          {"name": "other", "api_keys": []}],
-        "models": [{"id": "m1", "organization": "acme", "deployments": [{"id": "d1"}]},
-                   {"id": "m2", "organization": "other", "deployments": [{"id": "x1"}]}],
-    })
+    cfg = parse_config(
+        {
+            "data_dir": str(tmp_path),
+            "organizations": [
+                {
+                    "name": "acme",
+                    "api_keys": [
+                        {"key": MANAGE, "type": "WORKSPACE_MANAGE_ALL"},
+                        {"key": READ, "type": "WORKSPACE_EXPORT_METRICS"},
+                    ],
+                },
+                {"name": "other", "api_keys": []},
+            ],
+            "models": [
+                {"id": "m1", "organization": "acme", "deployments": [{"id": "d1"}]},
+                {"id": "m2", "organization": "other", "deployments": [{"id": "x1"}]},
+            ],
+        }
+    )
     with TestClient(create_app(cfg, scrape=False, clock=lambda: at(600), store=MemoryStore())) as c:
         yield c
 
@@ -38,9 +49,11 @@ def _h(key: str) -> dict[str, str]:
 
 
 def _summary(client: TestClient) -> list[float | None]:
-    body = client.get("/v1/models/m1/deployments/d1/metrics", headers=_h(READ),
-                      params={"mode": "SUMMARY", "start_epoch_millis": T0, "end_epoch_millis": at(600),
-                              "metrics": REQ}).json()
+    body = client.get(
+        "/v1/models/m1/deployments/d1/metrics",
+        headers=_h(READ),
+        params={"mode": "SUMMARY", "start_epoch_millis": T0, "end_epoch_millis": at(600), "metrics": REQ},
+    ).json()
     return body["metric_values"][0]["values"][0]
 
 
@@ -50,7 +63,9 @@ def _rw(model: str, dep: str, points: list[tuple[int, float]]) -> bytes:
 
 
 def test_remote_write_then_read_back(client):
-    resp = client.post("/api/v1/write", content=_rw("m1", "d1", [(0, 1), (15, 4), (30, 9)]), headers=_h(MANAGE))
+    resp = client.post(
+        "/api/v1/write", content=_rw("m1", "d1", [(0, 1), (15, 4), (30, 9)]), headers=_h(MANAGE)
+    )
     assert resp.status_code == 204, resp.text
     assert _summary(client) == [8.0, 0.0, 0.0]
     own = client.get("/metrics").text
@@ -65,9 +80,12 @@ def test_remote_write_rejects_bad_bodies_and_foreign_models(client):
     unlabeled = encode_write_request([Sample(REQ, labels_of({"status_code": "200"}), 1.0, T0)])
     resp = client.post("/api/v1/write", content=unlabeled, headers=_h(MANAGE))
     assert resp.status_code == 400 and "model_id and deployment_id" in resp.json()["error"]
-    assert client.post("/api/v1/write", content=_rw("m1", "d1", [(0, 1)]), headers=_h(READ)).status_code == 403
-    body = client.get("/v1/models/m1/deployments/d1/metrics", headers=_h(READ),
-                      params={"mode": "SUMMARY", "metrics": REQ}).json()
+    assert (
+        client.post("/api/v1/write", content=_rw("m1", "d1", [(0, 1)]), headers=_h(READ)).status_code == 403
+    )
+    body = client.get(
+        "/v1/models/m1/deployments/d1/metrics", headers=_h(READ), params={"mode": "SUMMARY", "metrics": REQ}
+    ).json()
     assert body["metric_descriptors"] == []  # nothing of the rejected requests was stored
 
 
@@ -76,8 +94,12 @@ def test_import_openmetrics_body(client):
     for i, v in enumerate([0, 3, 7, 2, 6]):  # a reset at the 4th point: 3 + 4 + 2 + 4 = 13
         lines.append(f'baseten_inference_requests_total{{status_code="200"}} {v} {T0 / 1000 + 15 * i:.3f}')
     body = ("\n".join(lines) + "\n# EOF\n").encode()
-    resp = client.post("/v1/import", params={"model_id": "m1", "deployment_id": "d1", "replica": "r1"},
-                       content=body, headers=_h(MANAGE))
+    resp = client.post(
+        "/v1/import",
+        params={"model_id": "m1", "deployment_id": "d1", "replica": "r1"},
+        content=body,
+        headers=_h(MANAGE),
+    )
     assert resp.status_code == 200, resp.text
     assert resp.json()["samples"] == 5
     assert _summary(client) == [13.0, 0.0, 0.0]
@@ -85,7 +107,11 @@ def test_import_openmetrics_body(client):
 
 def test_import_bad_file_is_400_naming_the_line(client):
     body = b"# TYPE a counter\na_total 1 1767225600\na_total{ 2 1767225615\n# EOF\n"
-    resp = client.post("/v1/import", params={"model_id": "m1", "deployment_id": "d1", "replica": "r1"},
-                       content=body, headers=_h(MANAGE))
+    resp = client.post(
+        "/v1/import",
+        params={"model_id": "m1", "deployment_id": "d1", "replica": "r1"},
+        content=body,
+        headers=_h(MANAGE),
+    )
     assert resp.status_code == 400
     assert "line 3" in resp.json()["error"]

@@ -16,10 +16,21 @@ MANAGE, READ, OTHER = "inv-manage", "inv-read", "inv-other"
 
 @pytest.fixture
 def client(tmp_path) -> Iterator[TestClient]:
-    cfg = parse_config({"data_dir": str(tmp_path), "organizations": [
-        {"name": "acme", "api_keys": [{"key": MANAGE, "type": "WORKSPACE_MANAGE_ALL"},
-                                      {"key": READ, "type": "WORKSPACE_EXPORT_METRICS"}]},
-        {"name": "other", "api_keys": [{"key": OTHER, "type": "WORKSPACE_MANAGE_ALL"}]}]})
+    cfg = parse_config(
+        {
+            "data_dir": str(tmp_path),
+            "organizations": [
+                {
+                    "name": "acme",
+                    "api_keys": [
+                        {"key": MANAGE, "type": "WORKSPACE_MANAGE_ALL"},
+                        {"key": READ, "type": "WORKSPACE_EXPORT_METRICS"},
+                    ],
+                },
+                {"name": "other", "api_keys": [{"key": OTHER, "type": "WORKSPACE_MANAGE_ALL"}]},
+            ],
+        }
+    )
     with TestClient(create_app(cfg, scrape=False, store=MemoryStore())) as c:
         yield c
 
@@ -31,18 +42,28 @@ def h(key: str) -> dict[str, str]:
 def test_create_model_deployment_and_replica_then_list(client):
     model = client.post("/v1/models", json={"id": "llama", "name": "Llama"}, headers=h(MANAGE))
     assert model.status_code == 201 and model.json()["id"] == "llama" and model.json()["team_name"] == "acme"
-    dep = client.post("/v1/models/llama/deployments", headers=h(MANAGE),
-                      json={"id": "v1", "name": "first", "instance_type": {"gpu_type": "H100", "gpu_count": 2}})
+    dep = client.post(
+        "/v1/models/llama/deployments",
+        headers=h(MANAGE),
+        json={"id": "v1", "name": "first", "instance_type": {"gpu_type": "H100", "gpu_count": 2}},
+    )
     assert dep.status_code == 201, dep.text
     assert dep.json()["gpu_count"] == 2 and dep.json()["gpu_type"] == "H100"
-    rep = client.post("/v1/models/llama/deployments/v1/replicas", headers=h(MANAGE),
-                      json={"id": "r1", "targets": ["http://127.0.0.1:9101/metrics"]})
+    rep = client.post(
+        "/v1/models/llama/deployments/v1/replicas",
+        headers=h(MANAGE),
+        json={"id": "r1", "targets": ["http://127.0.0.1:9101/metrics"]},
+    )
     assert rep.status_code == 201 and rep.json()["targets"] == ["http://127.0.0.1:9101/metrics"]
     listed = client.get("/v1/models/llama/deployments/v1/replicas", headers=h(READ)).json()["replicas"]
     assert [(r["id"], r["status"], r["targets"]) for r in listed] == [
-        ("r1", "ACTIVE", ["http://127.0.0.1:9101/metrics"])]
-    events = client.get("/v1/models/llama/events", headers=h(READ),
-                        params={"start_epoch_millis": 0, "end_epoch_millis": 2**62}).json()
+        ("r1", "ACTIVE", ["http://127.0.0.1:9101/metrics"])
+    ]
+    events = client.get(
+        "/v1/models/llama/events",
+        headers=h(READ),
+        params={"start_epoch_millis": 0, "end_epoch_millis": 2**62},
+    ).json()
     assert "DEPLOYED" in [e["kind"] for e in events["events"]]
 
 
@@ -53,16 +74,24 @@ def test_taken_ids_conflict_and_other_orgs_cannot_touch(client):
     assert client.get("/v1/models/m1", headers=h(MANAGE)).json()["team_name"] == "acme"  # not moved
     foreign = client.post("/v1/models/m1/deployments", json={"name": "x"}, headers=h(OTHER))
     assert foreign.status_code == 404
-    assert client.post("/v1/models/m1/deployments", json={"id": "d1", "name": "x"}, headers=h(MANAGE)).status_code == 201
+    assert (
+        client.post(
+            "/v1/models/m1/deployments", json={"id": "d1", "name": "x"}, headers=h(MANAGE)
+        ).status_code
+        == 201
+    )
     again = client.post("/v1/models/m1/deployments", json={"id": "d1", "name": "x"}, headers=h(MANAGE))
     assert again.status_code == 409
 
 
-@pytest.mark.parametrize(("path", "body", "needle"), [
-    ("/v1/models", {"id": "bad id!", "name": "x"}, "id"),
-    ("/v1/models", {"name": ""}, "name"),
-    ("/v1/models", {"name": "x", "colour": "red"}, "colour"),
-])
+@pytest.mark.parametrize(
+    ("path", "body", "needle"),
+    [
+        ("/v1/models", {"id": "bad id!", "name": "x"}, "id"),
+        ("/v1/models", {"name": ""}, "name"),
+        ("/v1/models", {"name": "x", "colour": "red"}, "colour"),
+    ],
+)
 def test_bad_bodies_are_400(client, path, body, needle):
     resp = client.post(path, json=body, headers=h(MANAGE))
     assert resp.status_code == 400 and needle in resp.json()["error"]
@@ -71,7 +100,10 @@ def test_bad_bodies_are_400(client, path, body, needle):
 def test_replica_targets_must_be_urls_and_readers_cannot_create(client):
     client.post("/v1/models", json={"id": "m1", "name": "a"}, headers=h(MANAGE))
     client.post("/v1/models/m1/deployments", json={"id": "d1", "name": "x"}, headers=h(MANAGE))
-    bad = client.post("/v1/models/m1/deployments/d1/replicas", json={"id": "r1", "targets": ["localhost:9100"]},
-                      headers=h(MANAGE))
+    bad = client.post(
+        "/v1/models/m1/deployments/d1/replicas",
+        json={"id": "r1", "targets": ["localhost:9100"]},
+        headers=h(MANAGE),
+    )
     assert bad.status_code == 400 and "http://" in bad.json()["error"]
     assert client.post("/v1/models", json={"name": "x"}, headers=h(READ)).status_code == 403

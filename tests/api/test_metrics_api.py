@@ -18,22 +18,39 @@ GAUGE = "baseten_replicas_active"
 
 
 def config(tmp_path):
-    return parse_config({
-        "data_dir": str(tmp_path),
-        "organizations": [
-            {"name": "acme", "api_keys": [{"key": KEY, "type": "WORKSPACE_EXPORT_METRICS"},
-                                          {"key": INVOKE_KEY, "type": "WORKSPACE_INVOKE"}]},
-            {"name": "other", "api_keys": [{"key": OTHER_KEY, "type": "WORKSPACE_MANAGE_ALL"}]},
-        ],
-        "models": [
-            {"id": "m1", "name": "llama", "organization": "acme",
-             "deployments": [{"id": "d1", "name": "v1"}, {"id": "d2", "name": "v2"}],
-             "environments": [{"name": "production", "promotions": [
-                 {"deployment": "d1", "at": "2025-12-31T00:00:00Z"},
-                 {"deployment": "d2", "at": "2026-01-01T00:00:45Z"}]}]},
-            {"id": "m2", "name": "other-model", "organization": "other", "deployments": [{"id": "x1"}]},
-        ],
-    })
+    return parse_config(
+        {
+            "data_dir": str(tmp_path),
+            "organizations": [
+                {
+                    "name": "acme",
+                    "api_keys": [
+                        {"key": KEY, "type": "WORKSPACE_EXPORT_METRICS"},
+                        {"key": INVOKE_KEY, "type": "WORKSPACE_INVOKE"},
+                    ],
+                },
+                {"name": "other", "api_keys": [{"key": OTHER_KEY, "type": "WORKSPACE_MANAGE_ALL"}]},
+            ],
+            "models": [
+                {
+                    "id": "m1",
+                    "name": "llama",
+                    "organization": "acme",
+                    "deployments": [{"id": "d1", "name": "v1"}, {"id": "d2", "name": "v2"}],
+                    "environments": [
+                        {
+                            "name": "production",
+                            "promotions": [
+                                {"deployment": "d1", "at": "2025-12-31T00:00:00Z"},
+                                {"deployment": "d2", "at": "2026-01-01T00:00:45Z"},
+                            ],
+                        }
+                    ],
+                },
+                {"id": "m2", "name": "other-model", "organization": "other", "deployments": [{"id": "x1"}]},
+            ],
+        }
+    )
 
 
 def _data() -> MemoryStore:
@@ -61,13 +78,20 @@ ENV = "/v1/models/m1/environments/production/metrics"
 
 
 def test_series_split_at_promotion_validates_against_spec(client, metrics_response_validator):
-    resp = get(client, ENV, mode="SERIES", start_epoch_millis=T0, end_epoch_millis=at(120),
-               metrics=[GAUGE, REQ])
+    resp = get(
+        client, ENV, mode="SERIES", start_epoch_millis=T0, end_epoch_millis=at(120), metrics=[GAUGE, REQ]
+    )
     assert resp.status_code == 200, resp.text
     body = resp.json()
     metrics_response_validator.validate(body)
     assert body["step_seconds"] == 30
-    assert [v["start_epoch_millis"] - T0 for v in body["metric_values"]] == [0, 30_000, 45_000, 60_000, 90_000]
+    assert [v["start_epoch_millis"] - T0 for v in body["metric_values"]] == [
+        0,
+        30_000,
+        45_000,
+        60_000,
+        90_000,
+    ]
     gauges = [v["values"][0] for v in body["metric_values"]]
     assert gauges == [[2.0], [2.0], [5.0], [5.0], [5.0]]
     reqs = [v["values"][1] for v in body["metric_values"]]
@@ -84,8 +108,14 @@ def test_bearer_and_api_key_both_work(client):
 
 
 def test_deployment_scope_reads_one_deployment(client, metrics_response_validator):
-    resp = get(client, "/v1/models/m1/deployments/d2/metrics", mode="SUMMARY",
-               start_epoch_millis=T0, end_epoch_millis=at(120), metrics=REQ)
+    resp = get(
+        client,
+        "/v1/models/m1/deployments/d2/metrics",
+        mode="SUMMARY",
+        start_epoch_millis=T0,
+        end_epoch_millis=at(120),
+        metrics=REQ,
+    )
     body = resp.json()
     metrics_response_validator.validate(body)
     assert body["metric_values"][0]["values"] == [[0.0, 0.0, 4.0]]
@@ -98,14 +128,17 @@ def test_current_mode(client, metrics_response_validator):
     assert body["metric_values"][0]["values"][0] == [5.0]  # only d2 serves now
 
 
-@pytest.mark.parametrize(("params", "needle"), [
-    ({"mode": "CURRENT", "start_epoch_millis": T0}, "CURRENT takes no start_epoch_millis"),
-    ({"mode": "SERIES", "start_epoch_millis": T0, "end_epoch_millis": T0 + 8 * 86_400_000}, "7 days"),
-    ({"mode": "SERIES", "start_epoch_millis": at(60), "end_epoch_millis": at(0)}, "must be earlier"),
-    ({"mode": "SUMMARY", "metrics": ["baseten_nope", REQ, "also_bad"]}, "baseten_nope, also_bad"),
-    ({"mode": "WEEKLY"}, "mode"),
-    ({"mode": "SERIES", "start_epoch_millis": "yesterday"}, "start_epoch_millis"),
-])
+@pytest.mark.parametrize(
+    ("params", "needle"),
+    [
+        ({"mode": "CURRENT", "start_epoch_millis": T0}, "CURRENT takes no start_epoch_millis"),
+        ({"mode": "SERIES", "start_epoch_millis": T0, "end_epoch_millis": T0 + 8 * 86_400_000}, "7 days"),
+        ({"mode": "SERIES", "start_epoch_millis": at(60), "end_epoch_millis": at(0)}, "must be earlier"),
+        ({"mode": "SUMMARY", "metrics": ["baseten_nope", REQ, "also_bad"]}, "baseten_nope, also_bad"),
+        ({"mode": "WEEKLY"}, "mode"),
+        ({"mode": "SERIES", "start_epoch_millis": "yesterday"}, "start_epoch_millis"),
+    ],
+)
 def test_bad_input_is_400_saying_what_to_fix(client, params, needle):
     resp = get(client, ENV, **params)
     assert resp.status_code == 400

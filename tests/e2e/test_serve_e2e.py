@@ -1,4 +1,4 @@
-"""End to end: the real `servemetrics serve` process scrapes a real replica process; all three modes over HTTP.
+"""End to end: `servemetrics serve` scrapes a real replica process; all three modes over HTTP.
 
 The replica (examples/replica.py) records requests when told (POST /observe), so the totals are exact.
 """
@@ -47,8 +47,13 @@ def wait_http(url: str, deadline_s: float = 30.0) -> None:
 
 def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
     with open(log, "wb") as out:  # the child keeps its own descriptor
-        return subprocess.Popen([sys.executable, *args], stdout=out, stderr=subprocess.STDOUT, cwd=REPO_ROOT,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        return subprocess.Popen(
+            [sys.executable, *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=REPO_ROOT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
 
 
 def stop(proc: subprocess.Popen[bytes]) -> None:
@@ -66,17 +71,29 @@ def running(tmp_path_factory) -> Iterator[tuple[str, str, Path]]:
     rport, sport = free_port(), free_port()
     replica = start(["examples/replica.py", "--port", str(rport)], tmp / "replica.log")
     cfg = {
-        "listen": f"127.0.0.1:{sport}", "data_dir": str(tmp / "data"), "scrape_interval": "1s",
+        "listen": f"127.0.0.1:{sport}",
+        "data_dir": str(tmp / "data"),
+        "scrape_interval": "1s",
         "scrape_timeout": "1s",
         "organizations": [{"name": "acme", "api_keys": [{"key": KEY, "type": "WORKSPACE_MANAGE_ALL"}]}],
-        "models": [{"id": "m1", "name": "e2e", "organization": "acme",
-                    "deployments": [{"id": "d1", "replicas": [
-                        {"id": "r1", "targets": [f"http://127.0.0.1:{rport}/metrics"]}]}],
-                    "environments": [{"name": "production",
-                                      "promotions": [{"deployment": "d1", "at": "2026-01-01T00:00:00Z"}]}]}],
+        "models": [
+            {
+                "id": "m1",
+                "name": "e2e",
+                "organization": "acme",
+                "deployments": [
+                    {"id": "d1", "replicas": [{"id": "r1", "targets": [f"http://127.0.0.1:{rport}/metrics"]}]}
+                ],
+                "environments": [
+                    {"name": "production", "promotions": [{"deployment": "d1", "at": "2026-01-01T00:00:00Z"}]}
+                ],
+            }
+        ],
     }
     (tmp / "servemetrics.yaml").write_text(yaml.safe_dump(cfg))
-    service = start(["-m", "servemetrics", "serve", "--config", str(tmp / "servemetrics.yaml")], tmp / "serve.log")
+    service = start(
+        ["-m", "servemetrics", "serve", "--config", str(tmp / "servemetrics.yaml")], tmp / "serve.log"
+    )
     try:
         wait_http(f"http://127.0.0.1:{rport}/metrics")
         wait_http(f"http://127.0.0.1:{sport}/healthz")
@@ -90,9 +107,15 @@ def scrapes_after(base: str, t_ms: int, timeout_s: float = 20.0) -> None:
     """Wait until the service has stored a scrape newer than ``t_ms`` (replicas gauge CURRENT)."""
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
-        body = httpx.get(f"{base}/v1/models/m1/deployments/d1/metrics", headers=AUTH,
-                         params={"mode": "SERIES", "start_epoch_millis": t_ms,
-                                 "end_epoch_millis": int(time.time() * 1000)}).json()
+        body = httpx.get(
+            f"{base}/v1/models/m1/deployments/d1/metrics",
+            headers=AUTH,
+            params={
+                "mode": "SERIES",
+                "start_epoch_millis": t_ms,
+                "end_epoch_millis": int(time.time() * 1000),
+            },
+        ).json()
         if any(v["values"] and v["values"][0][0] is not None for v in body.get("metric_values", [])):
             return
         time.sleep(0.2)
@@ -118,11 +141,17 @@ def test_all_three_modes_over_http(running, metrics_response_validator):
     scrapes_after(base, t2)
     time.sleep(1.2)
     end = int(time.time() * 1000)
-    params = {"start_epoch_millis": t0 - 60_000, "end_epoch_millis": end, "metrics": [REQ, E2E, CPU,
-                                                                                      "baseten_replicas_active"]}
+    params = {
+        "start_epoch_millis": t0 - 60_000,
+        "end_epoch_millis": end,
+        "metrics": [REQ, E2E, CPU, "baseten_replicas_active"],
+    }
 
-    summary = httpx.get(f"{base}/v1/models/m1/environments/production/metrics", headers=AUTH,
-                        params={**params, "mode": "SUMMARY"}).json()
+    summary = httpx.get(
+        f"{base}/v1/models/m1/environments/production/metrics",
+        headers=AUTH,
+        params={**params, "mode": "SUMMARY"},
+    ).json()
     metrics_response_validator.validate(summary)
     assert metric(summary, REQ) == [[6.0, 0.0, 2.0]]
     # 6 in (0.25, 0.5] and 2 in (2.5, 5]: p50 rank 4 -> 0.25 + 0.25 * 4/6; p90/p95/p99 in (2.5, 5]
@@ -135,15 +164,21 @@ def test_all_three_modes_over_http(running, metrics_response_validator):
     [[cores]] = metric(summary, CPU)
     assert cores is not None and 0 <= cores < 2  # the replica's real CPU use (process collector)
 
-    series = httpx.get(f"{base}/v1/models/m1/environments/production/metrics", headers=AUTH,
-                       params={**params, "mode": "SERIES"}).json()
+    series = httpx.get(
+        f"{base}/v1/models/m1/environments/production/metrics",
+        headers=AUTH,
+        params={**params, "mode": "SERIES"},
+    ).json()
     metrics_response_validator.validate(series)
     assert series["step_seconds"] == 30
     totals = [sum(v for v in row if v is not None) for row in metric(series, REQ)]
     assert sum(totals) == 8.0  # counter increases are conserved across steps
 
-    current = httpx.get(f"{base}/v1/models/m1/environments/production/metrics", headers=AUTH,
-                        params={"mode": "CURRENT", "metrics": [REQ, "baseten_replicas_active"]}).json()
+    current = httpx.get(
+        f"{base}/v1/models/m1/environments/production/metrics",
+        headers=AUTH,
+        params={"mode": "CURRENT", "metrics": [REQ, "baseten_replicas_active"]},
+    ).json()
     metrics_response_validator.validate(current)
     assert metric(current, "baseten_replicas_active") == [[1.0]]
     assert metric(current, REQ) == [[6.0, 0.0, 2.0]]  # within the last 5 minutes

@@ -19,9 +19,15 @@ REQ = "baseten_inference_requests_total"
 
 def run(store, names, mode, start_s, end_s, timeline=None, now_s=None):
     timeline = timeline if timeline is not None else [(at(-86400), D1)]
-    plan = build_plan("m1", mode, None if start_s is None else at(start_s),
-                      None if end_s is None else at(end_s), names, timeline,
-                      at(now_s if now_s is not None else end_s or 0))
+    plan = build_plan(
+        "m1",
+        mode,
+        None if start_s is None else at(start_s),
+        None if end_s is None else at(end_s),
+        names,
+        timeline,
+        at(now_s if now_s is not None else end_s or 0),
+    )
     return execute(plan, store)
 
 
@@ -41,7 +47,9 @@ def hist_series(points_by_le, sum_points, count_points, **labels):
 
 def test_c1_no_observations_is_no_value():
     les = ["-8192", "-1", "0", "8", "+Inf"]
-    store = store_with(hist_series({le: [(10, 5), (40, 5)] for le in les}, [(10, 3), (40, 3)], [(10, 5), (40, 5)]))
+    store = store_with(
+        hist_series({le: [(10, 5), (40, 5)] for le in les}, [(10, 3), (40, 3)], [(10, 5), (40, 5)])
+    )
     summary = run(store, [E2E], Mode.SUMMARY, 0, 60)
     assert values_of(summary, E2E) == [[None, None, None, None, None]]
     steps = run(store, [E2E], Mode.SERIES, 0, 60)
@@ -50,18 +58,26 @@ def test_c1_no_observations_is_no_value():
 
 
 def test_c2_inf_bucket_smaller_than_lower_bucket_is_made_monotonic():
-    store = store_with(hist_series(
-        {"0.1": [(0, 0), (20, 2)], "0.2": [(0, 0), (20, 4)], "+Inf": [(0, 0), (20, 0)]},
-        [(0, 0), (20, 0.5)], [(0, 0), (20, 4)]))
+    store = store_with(
+        hist_series(
+            {"0.1": [(0, 0), (20, 2)], "0.2": [(0, 0), (20, 4)], "+Inf": [(0, 0), (20, 0)]},
+            [(0, 0), (20, 0.5)],
+            [(0, 0), (20, 4)],
+        )
+    )
     [row] = values_of(run(store, [E2E], Mode.SUMMARY, 1, 30), E2E)
     assert row[0] == pytest.approx(0.1)
     assert row[1] == pytest.approx(0.18)
 
 
 def test_c3_every_request_slower_than_top_finite_bucket():
-    store = store_with(hist_series(
-        {"30": [(0, 0), (20, 0)], "60": [(0, 0), (20, 0)], "+Inf": [(0, 0), (20, 10)]},
-        [(0, 0), (20, 1500)], [(0, 0), (20, 10)]))
+    store = store_with(
+        hist_series(
+            {"30": [(0, 0), (20, 0)], "60": [(0, 0), (20, 0)], "+Inf": [(0, 0), (20, 10)]},
+            [(0, 0), (20, 1500)],
+            [(0, 0), (20, 10)],
+        )
+    )
     [row] = values_of(run(store, [E2E], Mode.SUMMARY, 1, 30), E2E)
     assert row == [60, 60, 60, 60, 150]
 
@@ -85,9 +101,13 @@ def test_c4_tiny_dip_is_a_reset_count_and_per_second():
 
 
 def test_c6_lower_case_inf_bucket_arithmetic():
-    store = store_with(hist_series(
-        {"0.5": [(0, 0), (15, 3)], "1.0": [(0, 0), (15, 8)], "+Inf": [(0, 0), (15, 10)]},
-        [(0, 0), (15, 7.2)], [(0, 0), (15, 10)]))
+    store = store_with(
+        hist_series(
+            {"0.5": [(0, 0), (15, 3)], "1.0": [(0, 0), (15, 8)], "+Inf": [(0, 0), (15, 10)]},
+            [(0, 0), (15, 7.2)],
+            [(0, 0), (15, 10)],
+        )
+    )
     [row] = values_of(run(store, [E2E], Mode.SUMMARY, 1, 30), E2E)
     assert row[0] == pytest.approx(0.7)
     assert row[4] == pytest.approx(0.72)
@@ -116,9 +136,13 @@ def test_no_sample_is_null_but_live_replica_with_no_traffic_is_zero():
 
 
 def test_quantile_inside_bucket_and_avg():
-    store = store_with(hist_series(
-        {"0.1": [(0, 0), (15, 20)], "0.5": [(0, 0), (15, 80)], "+Inf": [(0, 0), (15, 100)]},
-        [(0, 0), (15, 25.0)], [(0, 0), (15, 100)]))
+    store = store_with(
+        hist_series(
+            {"0.1": [(0, 0), (15, 20)], "0.5": [(0, 0), (15, 80)], "+Inf": [(0, 0), (15, 100)]},
+            [(0, 0), (15, 25.0)],
+            [(0, 0), (15, 100)],
+        )
+    )
     [row] = values_of(run(store, [E2E], Mode.SUMMARY, 1, 30), E2E)
     # p50: rank 50 in (0.1, 0.5]: 0.1 + 0.4 * 30/60 = 0.3; p90: rank 90 in +Inf -> 0.5
     assert row[0] == pytest.approx(0.3)
@@ -193,16 +217,19 @@ def test_series_step_ladder(hours, step):
 
 def test_current_uses_latest_sample_within_five_minutes():
     gauge = "baseten_replicas_active"
-    store = store_with(series(gauge, [(0, 3), (100, 4)], deployment_id="d1"),
-                       series(gauge, [(0, 9)], deployment_id="d0"))
-    plan = build_plan("m1", Mode.CURRENT, None, None, [gauge],
-                      [(at(-3600), frozenset({"d1", "d0"}))], at(200))
+    store = store_with(
+        series(gauge, [(0, 3), (100, 4)], deployment_id="d1"), series(gauge, [(0, 9)], deployment_id="d0")
+    )
+    plan = build_plan(
+        "m1", Mode.CURRENT, None, None, [gauge], [(at(-3600), frozenset({"d1", "d0"}))], at(200)
+    )
     resp = execute(plan, store)
     assert resp["start_epoch_millis"] == at(200) - 300_000 and resp["end_epoch_millis"] == at(200)
     assert resp["step_seconds"] is None
     assert values_of(resp, gauge) == [[13.0]]
-    later = execute(build_plan("m1", Mode.CURRENT, None, None, [gauge],
-                               [(at(-3600), frozenset({"d1"}))], at(500)), store)
+    later = execute(
+        build_plan("m1", Mode.CURRENT, None, None, [gauge], [(at(-3600), frozenset({"d1"}))], at(500)), store
+    )
     assert values_of(later, gauge) == [[None]]  # the series exists, no sample in the last 5 min
 
 
@@ -218,9 +245,14 @@ def test_metric_without_series_is_omitted_and_default_set_is_used():
     resp = run(store, None, Mode.SUMMARY, -10, 60)
     assert [d["name"] for d in resp["metric_descriptors"]] == ["baseten_replicas_active"]
     assert resp["metric_descriptors"][0] == {
-        "name": "baseten_replicas_active", "unit_hint": "COUNT", "kind": "GAUGE", "label_sets": [{}]}
+        "name": "baseten_replicas_active",
+        "unit_hint": "COUNT",
+        "kind": "GAUGE",
+        "label_sets": [{}],
+    }
 
 
 def test_every_kind_has_a_recipe():
     from servemetrics.query.execute import _RECIPES
+
     assert {m.kind for m in CATALOG.values()} <= set(_RECIPES)

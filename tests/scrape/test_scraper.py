@@ -55,19 +55,25 @@ def _scrape(store: MemoryStore, target: Target, ts: int, metrics: SelfMetrics | 
     async def go():
         async with httpx.AsyncClient() as client:
             return await Scraper(client, store.append, metrics=metrics).scrape_once(target, ts)
+
     return anyio.run(go)
 
 
 def _last(store: MemoryStore, name: str, ts: int, **match: str) -> float | None:
-    res = store.select(Selection(name, Reducer.LAST, (ValueSet(ts, ts + 1, frozenset({"d1"})),),
-                                 matchers=tuple(match.items())))
+    res = store.select(
+        Selection(
+            name, Reducer.LAST, (ValueSet(ts, ts + 1, frozenset({"d1"})),), matchers=tuple(match.items())
+        )
+    )
     cells = res.get(())
     return None if not cells or cells[0] is None else cells[0].total
 
 
 def test_good_scrape_stores_canonical_samples_and_up(exporter: Exporter):
-    exporter.body = (b'# TYPE baseten_inference_requests_total counter\n'
-                     b'baseten_inference_requests_total{status_code="200",is_async="false"} 7\n')
+    exporter.body = (
+        b"# TYPE baseten_inference_requests_total counter\n"
+        b'baseten_inference_requests_total{status_code="200",is_async="false"} 7\n'
+    )
     store = MemoryStore()
     result = _scrape(store, Target(exporter.url, LABELS), T0)
     assert result.up and result.error is None
@@ -76,27 +82,35 @@ def test_good_scrape_stores_canonical_samples_and_up(exporter: Exporter):
 
 
 def test_c5_same_series_twice_first_wins_and_duplicate_counted(exporter: Exporter):
-    exporter.body = (b"# TYPE baseten_inference_requests_total counter\n"
-                     b'baseten_inference_requests_total{status_code="200"} 96\n'
-                     b'baseten_inference_requests_total{status_code="200"} 95\n')
+    exporter.body = (
+        b"# TYPE baseten_inference_requests_total counter\n"
+        b'baseten_inference_requests_total{status_code="200"} 96\n'
+        b'baseten_inference_requests_total{status_code="200"} 95\n'
+    )
     store, metrics = MemoryStore(), SelfMetrics()
     result = _scrape(store, Target(exporter.url, LABELS), T0, metrics)
     assert result.up and result.duplicates == 1
     assert _last(store, "baseten_inference_requests_total", T0) == 96.0
-    assert metrics.registry.get_sample_value(
-        "servemetrics_scrape_duplicate_samples_total", {"target": exporter.url}) == 1.0
+    assert (
+        metrics.registry.get_sample_value(
+            "servemetrics_scrape_duplicate_samples_total", {"target": exporter.url}
+        )
+        == 1.0
+    )
 
 
 def test_c7_malformed_scrape_stores_nothing_and_up_is_zero(exporter: Exporter):
     target = Target(exporter.url, LABELS)
     store = MemoryStore()
     exporter.content_type = "application/openmetrics-text; version=1.0.0"
-    exporter.body = (b"# TYPE baseten_replicas_active gauge\nbaseten_replicas_active 2\n# EOF\n")
+    exporter.body = b"# TYPE baseten_replicas_active gauge\nbaseten_replicas_active 2\n# EOF\n"
     assert _scrape(store, target, T0).up
-    exporter.body = (b"# TYPE conn_duration_seconds histogram\n"
-                     b"baseten_replicas_active 5\n"
-                     b'conn_duration_seconds_bucket{le="5000.0"} 3 # 5.9 1767225600.0\n'
-                     b"# EOF\n")
+    exporter.body = (
+        b"# TYPE conn_duration_seconds histogram\n"
+        b"baseten_replicas_active 5\n"
+        b'conn_duration_seconds_bucket{le="5000.0"} 3 # 5.9 1767225600.0\n'
+        b"# EOF\n"
+    )
     bad = _scrape(store, target, T0 + 15_000)
     assert not bad.up and "line 3" in (bad.error or "")
     assert _last(store, "up", T0 + 15_000) == 0.0
@@ -125,8 +139,10 @@ def test_counter_series_new_in_a_known_target_starts_from_zero(exporter: Exporte
     """A labelled counter child created between two scrapes counts its first increments."""
     target = Target(exporter.url, LABELS)
     store = MemoryStore()
-    exporter.body = (b"# TYPE baseten_inference_requests_total counter\n"
-                     b'baseten_inference_requests_total{status_code="200"} 5\n')
+    exporter.body = (
+        b"# TYPE baseten_inference_requests_total counter\n"
+        b'baseten_inference_requests_total{status_code="200"} 5\n'
+    )
 
     async def go():
         async with httpx.AsyncClient() as client:
@@ -136,7 +152,13 @@ def test_counter_series_new_in_a_known_target_starts_from_zero(exporter: Exporte
             await scraper.scrape_once(target, T0 + 15_000)
 
     anyio.run(go)
-    res = store.select(Selection("baseten_inference_requests_total", Reducer.INCREASE,
-                                 (ValueSet(T0, T0 + 30_000, frozenset({"d1"})),), group_by=("status_code",)))
+    res = store.select(
+        Selection(
+            "baseten_inference_requests_total",
+            Reducer.INCREASE,
+            (ValueSet(T0, T0 + 30_000, frozenset({"d1"})),),
+            group_by=("status_code",),
+        )
+    )
     assert res[("503",)][0].total == 2.0  # zero injected at T0 + 1 ms, then 2 at T0 + 15 s
     assert res[("200",)][0].total == 0.0  # present from the first scrape: no zero injected

@@ -50,8 +50,10 @@ async def remote_write(request: Request, registry: RegistryDep, key: ManageAuth)
     ids = {(dict(s.labels).get("model_id", ""), dict(s.labels).get("deployment_id", "")) for s in samples}
     for model_id, deployment_id in sorted(ids):
         if not model_id or not deployment_id:
-            raise bad_request("every series needs model_id and deployment_id labels; set them as "
-                              "external_labels of the sender or with write_relabel_configs")
+            raise bad_request(
+                "every series needs model_id and deployment_id labels; set them as "
+                "external_labels of the sender or with write_relabel_configs"
+            )
         resolve_deployment(registry, resolve_model(registry, key, model_id), deployment_id)
     service = request.app.state.service
     stored = service.store.append(SampleBatch.from_samples(_adapt_by_target(samples)))
@@ -61,8 +63,11 @@ async def remote_write(request: Request, registry: RegistryDep, key: ManageAuth)
 
 @router.post("/v1/import")
 async def import_openmetrics(
-    request: Request, registry: RegistryDep, key: ManageAuth,
-    model_id: Annotated[str, Query()], deployment_id: Annotated[str, Query()],
+    request: Request,
+    registry: RegistryDep,
+    key: ManageAuth,
+    model_id: Annotated[str, Query()],
+    deployment_id: Annotated[str, Query()],
     replica: Annotated[str, Query()],
 ) -> dict[str, int]:
     """Backfill an OpenMetrics body (timestamps in seconds) as samples of one replica.

@@ -68,8 +68,14 @@ def _new_id(prefix: str) -> str:
 
 def replica_v1(r: ReplicaInfo, targets: list[str]) -> dict[str, Any]:
     """``{id, deployment_id, status, created_at, terminated_at, targets}``."""
-    return {"id": r.id, "deployment_id": r.deployment_id, "status": r.status, "created_at": iso(r.created_at_ms),
-            "terminated_at": iso(r.terminated_at_ms) if r.terminated_at_ms else None, "targets": targets}
+    return {
+        "id": r.id,
+        "deployment_id": r.deployment_id,
+        "status": r.status,
+        "created_at": iso(r.created_at_ms),
+        "terminated_at": iso(r.terminated_at_ms) if r.terminated_at_ms else None,
+        "targets": targets,
+    }
 
 
 @router.post("/models", status_code=201)
@@ -85,8 +91,14 @@ def create_model(registry: RegistryDep, key: ManageAuth, body: ModelCreate) -> d
 def create_deployment(registry: RegistryDep, model: ManageModel, body: DeploymentCreate) -> dict[str, Any]:
     """Create a deployment (records DEPLOYED) → ``DeploymentV1``; 409 when the id is taken."""
     dep_id = body.id or _new_id("d")
-    found = _call(registry.create_deployment, model.id, dep_id, body.name,
-                  gpu_type=body.instance_type.gpu_type, gpu_count=body.instance_type.gpu_count)
+    found = _call(
+        registry.create_deployment,
+        model.id,
+        dep_id,
+        body.name,
+        gpu_type=body.instance_type.gpu_type,
+        gpu_count=body.instance_type.gpu_count,
+    )
     return deployment_v1(registry, found)
 
 
@@ -103,11 +115,17 @@ def list_replicas(registry: RegistryDep, model: ReadModel, deployment_id: str) -
     """``{replicas: [...]}`` with each replica's status and scrape targets."""
     dep = resolve_deployment(registry, model, deployment_id)
     targets = _targets_by_replica(registry, dep.id)
-    return {"replicas": [replica_v1(r, targets.get(r.id, [])) for r in _call(registry.list_replicas, model.id, dep.id)]}
+    return {
+        "replicas": [
+            replica_v1(r, targets.get(r.id, [])) for r in _call(registry.list_replicas, model.id, dep.id)
+        ]
+    }
 
 
 @router.post("/models/{model_id}/deployments/{deployment_id}/replicas", status_code=201)
-def add_replica(registry: RegistryDep, model: ManageModel, deployment_id: str, body: ReplicaCreate) -> dict[str, Any]:
+def add_replica(
+    registry: RegistryDep, model: ManageModel, deployment_id: str, body: ReplicaCreate
+) -> dict[str, Any]:
     """Register a replica and its scrape targets (scraped from the next target refresh, within 30 s)."""
     dep = resolve_deployment(registry, model, deployment_id)
     replica = _call(registry.ensure_replica, model.id, dep.id, body.id)

@@ -30,8 +30,15 @@ MetricsQ = Annotated[
 ]
 
 
-def _answer(request: Request, model_id: str, mode: Mode, start: int | None, end: int | None,
-            names: list[str] | None, timeline_of: Callable[[int, int], Timeline]) -> dict[str, object]:
+def _answer(
+    request: Request,
+    model_id: str,
+    mode: Mode,
+    start: int | None,
+    end: int | None,
+    names: list[str] | None,
+    timeline_of: Callable[[int, int], Timeline],
+) -> dict[str, object]:
     service = request.app.state.service
     try:
         plan = build_plan(model_id, mode, start, end, names, timeline_of, service.clock())
@@ -45,23 +52,47 @@ def _answer(request: Request, model_id: str, mode: Mode, start: int | None, end:
 
 @router.get("/v1/models/{model_id}/environments/{env_name}/metrics", response_model=MetricsResponse)
 def environment_metrics(
-    request: Request, registry: RegistryDep, model: ReadModel, env_name: str,
-    mode: ModeQ = Mode.CURRENT, start_epoch_millis: StartQ = None, end_epoch_millis: EndQ = None,
+    request: Request,
+    registry: RegistryDep,
+    model: ReadModel,
+    env_name: str,
+    mode: ModeQ = Mode.CURRENT,
+    start_epoch_millis: StartQ = None,
+    end_epoch_millis: EndQ = None,
     metrics: MetricsQ = None,
 ) -> dict[str, object]:
     """Metrics aggregated across every deployment that served the environment, split at promotions."""
     env = resolve_environment(registry, model, env_name)
-    return _answer(request, model.id, mode, start_epoch_millis, end_epoch_millis, metrics,
-                   lambda s, e: registry.serving_timeline(model.id, env.name, s, e))
+    return _answer(
+        request,
+        model.id,
+        mode,
+        start_epoch_millis,
+        end_epoch_millis,
+        metrics,
+        lambda s, e: registry.serving_timeline(model.id, env.name, s, e),
+    )
 
 
 @router.get("/v1/models/{model_id}/deployments/{deployment_id}/metrics", response_model=MetricsResponse)
 def deployment_metrics(
-    request: Request, registry: RegistryDep, model: ReadModel, deployment_id: str,
-    mode: ModeQ = Mode.CURRENT, start_epoch_millis: StartQ = None, end_epoch_millis: EndQ = None,
+    request: Request,
+    registry: RegistryDep,
+    model: ReadModel,
+    deployment_id: str,
+    mode: ModeQ = Mode.CURRENT,
+    start_epoch_millis: StartQ = None,
+    end_epoch_millis: EndQ = None,
     metrics: MetricsQ = None,
 ) -> dict[str, object]:
     """Metrics of one deployment (``production`` / ``development`` name that environment's deployment)."""
     dep = resolve_deployment(registry, model, deployment_id)
-    return _answer(request, model.id, mode, start_epoch_millis, end_epoch_millis, metrics,
-                   lambda s, e: [(s, frozenset({dep.id}))])
+    return _answer(
+        request,
+        model.id,
+        mode,
+        start_epoch_millis,
+        end_epoch_millis,
+        metrics,
+        lambda s, e: [(s, frozenset({dep.id}))],
+    )
