@@ -34,6 +34,7 @@ from servemetrics.types import SeriesKey, labels_of
 log = logging.getLogger(__name__)
 
 COUNTER_SUFFIXES = ("_total", "_bucket", "_sum", "_count")
+PHASE_LABELS = ("environment", "rollout_phase")
 ACCEPT = "text/plain;version=0.0.4;q=1.0,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1"
 """Prefer the text format: prometheus_client's OpenMetrics writer mangles ``vllm:`` names."""
 
@@ -66,6 +67,12 @@ def offset_s(url: str, interval_s: float) -> float:
     """A stable offset in ``[0, interval_s)`` for a target (hash of its URL)."""
     digest = hashlib.sha256(url.encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64 * interval_s
+
+
+def _identity(sample: Sample) -> SeriesKey:
+    """The series key without the labels that change when a promotion starts or ends: a counter whose
+    ``rollout_phase`` changes is the same counter, not a new one starting from 0."""
+    return (sample.name, tuple(kv for kv in sample.labels if kv[0] not in PHASE_LABELS))
 
 
 class Scraper:
@@ -126,7 +133,7 @@ class Scraper:
 
     def _with_created_zeros(self, url: str, ts: int, samples: list[Sample]) -> list[Sample]:
         previous = self._seen.get(url)
-        keys = {s.key for s in samples}
+        keys = {_identity(s) for s in samples}
         self._seen[url] = (ts, keys)
         if previous is None:
             return samples
@@ -134,7 +141,7 @@ class Scraper:
         zeros = [
             Sample(s.name, s.labels, 0.0, prev_ts + 1)
             for s in samples
-            if s.key not in prev_keys and s.name.endswith(COUNTER_SUFFIXES) and prev_ts + 1 < s.ts_ms
+            if s.name.endswith(COUNTER_SUFFIXES) and prev_ts + 1 < s.ts_ms and _identity(s) not in prev_keys
         ]
         return zeros + samples if zeros else samples
 

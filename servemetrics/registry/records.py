@@ -138,8 +138,8 @@ class TargetInfo:
     """A ``/metrics`` URL to scrape and the labels to attach to its series.
 
     ``environment`` is the environment the deployment serves ("" if none); ``rollout_phase`` is
-    ``stable`` (the environment's deployment, no promotion running), ``outgoing`` (the environment's
-    deployment while a rolling promotion replaces it), ``incoming`` (the candidate of that promotion) or
+    ``stable`` (the environment's deployment, no promotion running), ``promoting`` (both deployments of
+    a running promotion: the platform's ``rollout_phase`` values, platform-facts §1) or
     "" when the deployment serves no environment.
     """
 

@@ -58,9 +58,9 @@ class Registry(TenancyMixin, DeploymentsMixin, ControlMixin, EventsMixin):
             for row in rows:
                 env = self._env_info(conn, row)
                 if env.candidate_deployment_id:
-                    out.setdefault(env.candidate_deployment_id, (env.name, "incoming"))
+                    out.setdefault(env.candidate_deployment_id, (env.name, "promoting"))
                 if env.current_deployment_id:
-                    phase = "outgoing" if env.candidate_deployment_id else "stable"
+                    phase = "promoting" if env.candidate_deployment_id else "stable"
                     out.setdefault(env.current_deployment_id, (env.name, phase))
         return out
 

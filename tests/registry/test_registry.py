@@ -246,9 +246,9 @@ def test_replicas_targets_and_termination(seeded: Registry) -> None:
         "llama",
         "r1",
         "production",
-        "outgoing",
+        "promoting",
     )
-    assert targets[("d2", "http://10.0.0.2:8080/metrics")].rollout_phase == "incoming"
+    assert targets[("d2", "http://10.0.0.2:8080/metrics")].rollout_phase == "promoting"
     assert targets[("d1", "http://10.0.0.1:9400/metrics")].kind == "dcgm"
     d1 = seeded.deployment("m1", "d1")
     assert d1 is not None and d1.active_replica_count == 1

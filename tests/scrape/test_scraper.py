@@ -162,3 +162,31 @@ def test_counter_series_new_in_a_known_target_starts_from_zero(exporter: Exporte
     )
     assert res[("503",)][0].total == 2.0  # zero injected at T0 + 1 ms, then 2 at T0 + 15 s
     assert res[("200",)][0].total == 0.0  # present from the first scrape: no zero injected
+
+
+def test_counter_relabelled_by_a_promotion_is_not_counted_again(exporter: Exporter):
+    """When a promotion starts, rollout_phase changes: the counter keeps its history (no zero, no spike)."""
+    exporter.body = (
+        b"# TYPE baseten_inference_requests_total counter\n"
+        b'baseten_inference_requests_total{status_code="200"} 10000\n'
+    )
+    stable = Target(exporter.url, labels_of({**dict(LABELS), "rollout_phase": "stable"}))
+    promoting = Target(exporter.url, labels_of({**dict(LABELS), "rollout_phase": "promoting"}))
+    store = MemoryStore()
+
+    async def go():
+        async with httpx.AsyncClient() as client:
+            scraper = Scraper(client, store.append)
+            await scraper.scrape_once(stable, T0)
+            exporter.body = exporter.body.replace(b"10000", b"10005")
+            await scraper.scrape_once(promoting, T0 + 15_000)
+
+    anyio.run(go)
+    res = store.select(
+        Selection(
+            "baseten_inference_requests_total",
+            Reducer.INCREASE,
+            (ValueSet(T0, T0 + 30_000, frozenset({"d1"})),),
+        )
+    )
+    assert res[()][0].total == 0.0  # the 5 between the two label sets are lost, never 10005 counted
