@@ -32,7 +32,6 @@ from servemetrics.store.duckdb_view import (
     Segment,
     View,
     concat,
-    empty_segment,
     sort_segment,
 )
 from servemetrics.types import SeriesKey
@@ -384,19 +383,20 @@ class DuckDBStore:
         deps = [labels[s].get("deployment_id") for s in sids.tolist()]
         return query.group_cells(selection, groups, deps, value, has)
 
-    def _read_chunks(self, sids: np.ndarray, ranges: query.Ranges, gen: int):
-        """Decoded sealed chunks of ``sids`` whose start lies in ``ranges`` (through the cache)."""
-        starts = sorted({c for lo, hi in ranges for c in range(lo, hi, CHUNK_MS)})
-        ids = sids.tolist()
-        found: list[tuple[int, np.ndarray, np.ndarray]] = []
+    def _chunk_arrays(
+        self, sids: np.ndarray, starts: list[int], gen: int
+    ) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]:
+        """Decoded sealed chunks ``(series, start)`` of ``sids`` x ``starts`` (through the cache)."""
+        cache = self._cache
+        found: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
         missing: list[tuple[int, int]] = []
-        for s in ids:  # in (series, start) order: the concatenation is sorted by (series, ts)
+        for s in sids.tolist():
             for c in starts:
-                hit = self._cache.get((s, c), gen)
+                hit = cache.get((s, c), gen)
                 if hit is None:
                     missing.append((s, c))
                 elif hit[0].size:
-                    found.append((s, *hit))
+                    found[(s, c)] = hit
         if missing:
             m_ids = np.array(sorted({s for s, _ in missing}))
             m_starts = ",".join(str(c) for c in sorted({c for _, c in missing}))
@@ -411,32 +411,62 @@ class DuckDBStore:
                 cur.close()
             new = {(r[0], r[1]): (codec.decode_ts(r[2]), codec.decode_values(r[3])) for r in rows}
             empty = (np.zeros(0, np.int64), np.zeros(0))
-            self._cache.put([(k, new.get(k, empty)) for k in missing], gen)
-            found.extend((k[0], *v) for k, v in new.items())
-        if not found:
-            return empty_segment()
-        counts = [f[1].size for f in found]
-        return (
-            np.repeat(np.array([f[0] for f in found], np.uint32), counts),
-            np.concatenate([f[1] for f in found]),
-            np.concatenate([f[2] for f in found]),
-        )
+            cache.put([(k, new.get(k, empty)) for k in missing], gen)
+            found.update(new)
+        return found
 
     def _read_raw(self, view: View, sids: np.ndarray, ranges: query.Ranges, gen: int) -> Segment:
+        """Samples of ``sids`` with ts in the sorted, disjoint ``ranges``: (index into ``sids``, ts, value).
+
+        Sorted by (index, ts) and unique, built series by series: the sealed chunks in order (cut to the
+        ranges only where a range ends inside a chunk), then the series' head samples.
+        """
         sealed = view.sealed_until
-        parts = []
-        old = [(lo // CHUNK_MS * CHUNK_MS, min(hi, sealed)) for lo, hi in ranges if lo < sealed]
+        n_s = sids.size
+        per: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(n_s)]
+        old = [(lo, min(hi, sealed)) for lo, hi in ranges if lo < sealed]
         if old:
-            s, t, v = self._read_chunks(sids, old, gen)
-            starts = np.array([lo for lo, _ in ranges], dtype=np.int64)
-            ends = np.array([hi for _, hi in ranges], dtype=np.int64)
-            pos = np.searchsorted(starts, t, side="right") - 1
-            inside = (pos >= 0) & (t < ends[np.maximum(pos, 0)])
-            parts.append((s[inside], t[inside], v[inside]))
+            starts = sorted({c for lo, hi in old for c in range(lo // CHUNK_MS * CHUNK_MS, hi, CHUNK_MS)})
+            cuts: dict[int, list[tuple[int, int]] | None] = {}
+            for c in starts:  # the parts of each chunk to keep; None: all of it
+                part = [(max(lo, c), min(hi, c + CHUNK_MS)) for lo, hi in old if lo < c + CHUNK_MS and hi > c]
+                cuts[c] = None if part == [(c, c + CHUNK_MS)] else part
+            chunks = self._chunk_arrays(sids, starts, gen)
+            for k, s in enumerate(sids.tolist()):
+                out = per[k]
+                for c in starts:
+                    hit = chunks.get((s, c))
+                    if hit is None:
+                        continue
+                    part = cuts[c]
+                    if part is None:
+                        out.append(hit)
+                        continue
+                    t, v = hit
+                    for a, b in part:
+                        i, j = t.searchsorted(a), t.searchsorted(b)
+                        if i < j:
+                            out.append((t[i:j], v[i:j]))
         new = [(max(lo, sealed), hi) for lo, hi in ranges if hi > sealed]
         if new:
-            parts.append(view.head_rows(sids, new, len(self._keys)))
-        return concat(parts)
+            h_sid, h_ts, h_val = view.head_rows(sids, new, len(self._keys))
+            if h_ts.size:
+                if len(view.head) > 1:
+                    h_sid, h_ts, h_val = sort_segment(h_sid, h_ts, h_val)
+                bounds = np.searchsorted(h_sid, sids, side="right").tolist()
+                a = 0
+                for k, b in enumerate(bounds):
+                    if b > a:
+                        per[k].append((h_ts[a:b], h_val[a:b]))
+                    a = b
+        counts = np.fromiter((sum(t.size for t, _ in p) for p in per), dtype=np.int64, count=n_s)
+        if not counts.any():
+            return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
+        return (
+            np.repeat(np.arange(n_s, dtype=np.int64), counts),
+            np.concatenate([t for p in per for t, _ in p]),
+            np.concatenate([v for p in per for _, v in p]),
+        )
 
     # -- housekeeping --------------------------------------------------------------------------------
 

@@ -70,35 +70,67 @@ def range_sum(arr: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
     """``arr[lo[k]:hi[k]].sum()`` for every k (0 for empty ranges), without cumulative-sum round-off."""
     if lo.size == 0:
         return np.zeros(0)
-    ext = np.append(arr.astype(np.float64), 0.0)
+    return _range_sum_ext(np.append(arr.astype(np.float64, copy=False), 0.0), lo, hi)
+
+
+def _range_sum_ext(ext: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``range_sum`` on an array with one extra element at the end (so ``hi`` may be the length)."""
     idx = np.empty(2 * lo.size, dtype=np.int64)
     idx[0::2], idx[1::2] = lo, hi
     return np.where(hi > lo, np.add.reduceat(ext, idx)[0::2], 0.0)
 
 
 class _Stream:
-    """Samples of the selected series, sorted by (series index, ts), keyed for range lookups."""
+    """Samples of the selected series, sorted by (series index, ts) and unique, keyed for range lookups.
 
-    def __init__(
-        self, sidx: np.ndarray, ts: np.ndarray, val: np.ndarray, real: np.ndarray, t0: int, span: int
-    ):
+    ``val_ext`` and ``inc_ext`` (each sample's delta to the previous one) carry one extra 0 at the end
+    for ``_range_sum_ext``; the previous sample of ``j`` is ``j - 1`` when ``has_prev(j)``.
+    """
+
+    def __init__(self, sidx: np.ndarray, ts: np.ndarray, val: np.ndarray, t0: int, span: int) -> None:
+        self.sidx, self.ts, self.t0, self.span = sidx, ts, t0, span
+        key = sidx.astype(np.int64)  # a copy
+        key *= span
+        key += ts
+        key -= t0
+        self.key = key
+        n = ts.size
+        self.val_ext = np.empty(n + 1)
+        self.val_ext[:n] = val
+        self.val_ext[n] = 0.0
+        self.val = self.val_ext[:n]
+        self._inc: np.ndarray | None = None
+
+    @classmethod
+    def unsorted(
+        cls, sidx: np.ndarray, ts: np.ndarray, val: np.ndarray, real: np.ndarray, t0: int, span: int
+    ) -> _Stream:
+        """Sorted from parts; a real sample shadows a virtual one at the same (series, ts)."""
         key = sidx.astype(np.int64) * span + (ts - t0)
         # real before virtual at the same key; parts arrive mostly sorted, which a stable sort exploits
         order = np.argsort(key * 2 + ~real, kind="stable")
-        key, ts, val, sidx = key[order], ts[order], val[order], sidx[order]
+        key = key[order]
         keep = np.ones(key.size, dtype=bool)
-        keep[1:] = key[1:] != key[:-1]  # a real sample shadows the virtual copy of itself
-        self.key, self.ts, self.val, self.sidx = key[keep], ts[keep], val[keep], sidx[keep]
-        self.t0, self.span = t0, span
-        n = self.key.size
-        self.has_prev = np.zeros(n, dtype=bool)
-        self.has_prev[1:] = self.sidx[1:] == self.sidx[:-1]
-        self.prev_ts = np.empty(n, dtype=np.int64)
-        prev_val = np.empty(n)
-        self.prev_ts[1:], prev_val[1:] = self.ts[:-1], self.val[:-1]
-        if n:
-            self.prev_ts[0], prev_val[0] = 0, 0.0
-        self.inc = increases(self.val, prev_val)
+        keep[1:] = key[1:] != key[:-1]
+        order = order[keep]
+        return cls(sidx[order], ts[order], val[order], t0, span)
+
+    @property
+    def inc_ext(self) -> np.ndarray:
+        if self._inc is None:
+            n = self.ts.size
+            inc = np.empty(n + 1)
+            if n:
+                inc[0] = self.val[0]
+                inc[1:n] = increases(self.val[1:], self.val[:-1])
+            inc[n] = 0.0
+            self._inc = inc
+        return self._inc
+
+    def prev_within(self, j: np.ndarray, since: np.ndarray) -> np.ndarray:
+        """Per index ``j`` (valid): the sample has a previous sample of its series at or after ``since``."""
+        jm = np.maximum(j - 1, 0)
+        return (j > 0) & (self.sidx[jm] == self.sidx[j]) & (self.ts[jm] >= since)
 
     def find(self, s: np.ndarray, t: np.ndarray) -> np.ndarray:
         return np.searchsorted(self.key, s.astype(np.int64) * self.span + (t - self.t0))
@@ -163,13 +195,17 @@ class RollupIndex:
 def evaluate(
     sel: Selection, sids: np.ndarray, rollups: RollupIndex, rollup_until: int, read_raw: RawReader
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per series (rows, in ``sids`` order) and value set (columns): the reduced value and has-data mask."""
+    """Per series (rows, in ``sids`` order) and value set (columns): the reduced value and has-data mask.
+
+    ``read_raw(ranges)`` gives the raw samples of ``sids`` in ``ranges`` as (index into ``sids``, ts,
+    value), sorted by (index, ts) and unique.
+    """
     n_s, n_v = sids.size, len(sel.value_sets)
     p = plan(sel, rollups.rollup_ms, rollup_until)
-    total = np.zeros((n_s, n_v))
-    count = np.zeros((n_s, n_v), dtype=np.int64)
-    r_sid, r_ts, r_val = (
-        read_raw(p.fetch) if p.raw else (np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(0))
+    total = np.zeros(n_s * n_v)
+    count = np.zeros(n_s * n_v, dtype=np.int64)
+    r_idx, r_ts, r_val = (
+        read_raw(p.fetch) if p.raw else (np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
     )
     v_s, v_ts, v_val = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0)
     if p.roll:
@@ -182,21 +218,24 @@ def evaluate(
         if sel.reducer is not Reducer.LAST:
             _roll_pieces(sel, rollups, rs, rv, i0, i1, total, count)
     if sel.reducer is not Reducer.LAST and not p.raw:
-        return _finish(sel, total, count)
+        return _finish(sel, total.reshape(n_s, n_v), count.reshape(n_s, n_v))
     t0 = min([lo for lo, _ in p.fetch] + [r[1] for r in p.roll]) - 1
     span = max([hi for _, hi in p.fetch] + [r[2] for r in p.roll]) - t0 + 1
-    stream = _Stream(
-        np.concatenate([np.searchsorted(sids, r_sid), v_s]),
-        np.concatenate([r_ts, v_ts]),
-        np.concatenate([r_val, v_val]),
-        np.concatenate([np.ones(r_ts.size, bool), np.zeros(v_ts.size, bool)]),
-        t0,
-        span,
-    )
+    if v_ts.size == 0:
+        stream = _Stream(r_idx, r_ts, r_val, t0, span)
+    else:
+        stream = _Stream.unsorted(
+            np.concatenate([r_idx, v_s]),
+            np.concatenate([r_ts, v_ts]),
+            np.concatenate([r_val, v_val]),
+            np.concatenate([np.ones(r_ts.size, bool), np.zeros(v_ts.size, bool)]),
+            t0,
+            span,
+        )
     if sel.reducer is Reducer.LAST:
         return _last(sel, stream, n_s)
     _raw_pieces(sel, stream, p.raw, n_s, total, count)
-    return _finish(sel, total, count)
+    return _finish(sel, total.reshape(n_s, n_v), count.reshape(n_s, n_v))
 
 
 def _finish(sel: Selection, total: np.ndarray, count: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -212,22 +251,33 @@ def _grid(pieces: Sequence[tuple[int, int, int]], n_s: int) -> tuple[np.ndarray,
     return s, np.tile(arr[:, 0], n_s), np.tile(arr[:, 1], n_s), np.tile(arr[:, 2], n_s)
 
 
+def _accumulate(
+    total: np.ndarray, count: np.ndarray, cell: np.ndarray, value: np.ndarray, n: np.ndarray
+) -> None:
+    """Add ``value`` and ``n`` into the flat (series x value set) cells ``cell`` (repeats allowed)."""
+    size = total.size
+    total += np.bincount(cell, weights=np.where(n > 0, value, 0.0), minlength=size)
+    count += np.bincount(cell, weights=n, minlength=size).astype(np.int64)
+
+
 def _raw_pieces(sel: Selection, st: _Stream, pieces, n_s: int, total: np.ndarray, count: np.ndarray) -> None:
     if not pieces or n_s == 0:
         return
+    n_v = len(sel.value_sets)
     s, v, lo, hi = _grid(pieces, n_s)
     i0, i1 = st.find(s, lo), st.find(s, hi)
     n = i1 - i0
     if sel.reducer is Reducer.MEAN:
-        value = range_sum(st.val, i0, i1)
+        value = _range_sum_ext(st.val_ext, i0, i1)
     else:
-        starts = np.array([vs.start_ms for vs in sel.value_sets], dtype=np.int64)[v]
-        value = range_sum(st.inc, np.minimum(i0 + 1, i1), i1)
-        j = np.minimum(i0, max(st.key.size - 1, 0))
-        ok = (n > 0) & st.has_prev[j] & (st.prev_ts[j] >= starts - sel.lookback_ms) if st.key.size else n > 0
-        value = value + np.where(ok, st.inc[j] if st.key.size else 0.0, 0.0)
-    np.add.at(total, (s, v), np.where(n > 0, value, 0.0))
-    np.add.at(count, (s, v), n)
+        inc = st.inc_ext
+        value = _range_sum_ext(inc, np.minimum(i0 + 1, i1), i1)
+        some = n > 0
+        j = i0[some]
+        starts = np.array([vs.start_ms for vs in sel.value_sets], dtype=np.int64)[v[some]]
+        first = np.where(st.prev_within(j, starts - sel.lookback_ms), inc[j], 0.0)
+        value[some] += first
+    _accumulate(total, count, s * n_v + v, value, n)
 
 
 def _roll_pieces(sel, ix: RollupIndex, s, v, i0, i1, total, count) -> None:
@@ -242,8 +292,7 @@ def _roll_pieces(sel, ix: RollupIndex, s, v, i0, i1, total, count) -> None:
             prev_ts = ix.bucket[j] - ix.prev_age[j]
             ok = (i1 > i0) & (ix.prev_age[j] >= 0) & (prev_ts >= starts - sel.lookback_ms)
             value = value + np.where(i1 > i0, ix.inc[j], 0.0) + np.where(ok, ix.first_inc[j], 0.0)
-    np.add.at(total, (s, v), np.where(n > 0, value, 0.0))
-    np.add.at(count, (s, v), n)
+    _accumulate(total, count, s * len(sel.value_sets) + v, value, n)
 
 
 def _last(sel: Selection, st: _Stream, n_s: int) -> tuple[np.ndarray, np.ndarray]:
