@@ -9,7 +9,7 @@ Generates in process the series of workload W1 (``shared/bench/gen_w1.py``: 3 de
 memory, CPU seconds, working set, a replicas gauge per deployment), rounded as the W1 file prints them,
 appends it in time order in batches of ``--batch-minutes`` of every series, and prints ingest samples/s,
 bytes per sample on disk after a checkpoint, and p50/p95 of the store-level selections that answer
-SERIES 7 d (30 m step), SERIES 1 h (30 s step), SUMMARY 7 d and CURRENT for the default metric set.
+SERIES 7 d (30 m step), 24 h (5 m), 6 h (1 m), 1 h (30 s), SUMMARY 7 d and CURRENT for the default metric set.
 With ``--http`` it also starts ``python -m servemetrics serve`` on the same data directory and times
 the same questions through ``GET /v1/models/m1/environments/production/metrics``.
 """
@@ -189,6 +189,8 @@ def timed(fn, runs: int) -> tuple[float, float]:
 def questions(now_ms: int, end_ms: int) -> dict[str, list[Selection]]:
     return {
         "SERIES 7 d (30 m step)": default_set(value_sets(now_ms - 7 * DAY, now_ms, 30 * MIN, end_ms)),
+        "SERIES 24 h (5 m step)": default_set(value_sets(now_ms - DAY, now_ms, 5 * MIN, end_ms)),
+        "SERIES 6 h (1 m step)": default_set(value_sets(now_ms - 6 * HOUR, now_ms, MIN, end_ms)),
         "SERIES 1 h (30 s step)": default_set(value_sets(now_ms - HOUR, now_ms, 30_000, end_ms)),
         "SUMMARY 7 d": default_set(value_sets(now_ms - 7 * DAY, now_ms, 8 * DAY, end_ms)),
         "CURRENT (last 5 m)": default_set(
@@ -275,6 +277,16 @@ def bench_http(out: Path, data_dir: Path, end_ms: int, runs: int) -> None:
                 "SERIES 7 d (30 m step)": {
                     "mode": "SERIES",
                     "start_epoch_millis": now - 7 * DAY,
+                    "end_epoch_millis": now,
+                },
+                "SERIES 24 h (5 m step)": {
+                    "mode": "SERIES",
+                    "start_epoch_millis": now - DAY,
+                    "end_epoch_millis": now,
+                },
+                "SERIES 6 h (1 m step)": {
+                    "mode": "SERIES",
+                    "start_epoch_millis": now - 6 * HOUR,
                     "end_epoch_millis": now,
                 },
                 "SERIES 1 h (30 s step)": {

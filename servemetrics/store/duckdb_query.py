@@ -17,7 +17,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from servemetrics.store.base import Cell, GroupKey, Reducer, Selection, SelectResult
-from servemetrics.store.duckdb_schema import increases
 
 Ranges = list[tuple[int, int]]
 RawReader = Callable[[Ranges], tuple[np.ndarray, np.ndarray, np.ndarray]]
@@ -94,12 +93,9 @@ class _Stream:
         key += ts
         key -= t0
         self.key = key
-        n = ts.size
-        self.val_ext = np.empty(n + 1)
-        self.val_ext[:n] = val
-        self.val_ext[n] = 0.0
-        self.val = self.val_ext[:n]
+        self.val = val
         self._inc: np.ndarray | None = None
+        self._val_ext: np.ndarray | None = None
 
     @classmethod
     def unsorted(
@@ -116,14 +112,26 @@ class _Stream:
         return cls(sidx[order], ts[order], val[order], t0, span)
 
     @property
+    def val_ext(self) -> np.ndarray:
+        if self._val_ext is None:
+            self._val_ext = np.append(self.val, 0.0)
+        return self._val_ext
+
+    @property
     def inc_ext(self) -> np.ndarray:
+        """``increases`` (a drop is a reset) of each sample to the one before it, in place."""
         if self._inc is None:
-            n = self.ts.size
+            val, n = self.val, self.ts.size
             inc = np.empty(n + 1)
-            if n:
-                inc[0] = self.val[0]
-                inc[1:n] = increases(self.val[1:], self.val[:-1])
             inc[n] = 0.0
+            if n:
+                inc[0] = val[0]
+                d = inc[1:n]
+                with np.errstate(invalid="ignore"):
+                    np.subtract(val[1:], val[:-1], out=d)
+                reset = np.greater_equal(val[1:], val[:-1])
+                np.logical_not(reset, out=reset)  # also where a value is NaN, as in ``increases``
+                np.copyto(d, val[1:], where=reset)
             self._inc = inc
         return self._inc
 
