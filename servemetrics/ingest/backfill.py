@@ -31,7 +31,7 @@ from prometheus_client import parser as _text_parser
 from prometheus_client.openmetrics import parser as _om_parser
 
 from servemetrics.ingest.adapters import adapt
-from servemetrics.ingest.exposition import _PARSE_ERRORS, collect_samples
+from servemetrics.ingest.exposition import _PARSE_ERRORS, ExpositionError, collect_samples
 from servemetrics.ingest.samples import SampleBatch
 
 Progress = Callable[[int, int | None], None]
@@ -263,7 +263,11 @@ def _parse_unit(unit: _Unit) -> list:
         line = _error_line(unit, lines.number, meta_count)
         raise BackfillError(f"line {line}: invalid OpenMetrics: {exc}") from exc
     _unalias(families, family)
-    samples = collect_samples(families, _NO_TS).samples
+    try:
+        samples = collect_samples(families, _NO_TS).samples
+    except ExpositionError as exc:
+        hint = "; backfill timestamps are in seconds, not milliseconds" if "out of range" in str(exc) else ""
+        raise BackfillError(f"line {unit.first_line}+: {exc}{hint}") from exc
     for s in samples:
         if s.ts_ms == _NO_TS:
             raise BackfillError(

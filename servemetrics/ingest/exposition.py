@@ -65,6 +65,15 @@ def normalise_le(le: str) -> str:
 
 
 _LE_CACHE: dict[str, str] = {}
+MAX_TS_MS = 7_258_118_400_000
+"""2200-01-01T00:00:00Z in epoch ms: later timestamps are rejected (and earlier than 1970)."""
+
+
+def _checked_le(name: str, le: str) -> str:
+    try:
+        return normalise_le(le)
+    except ValueError:
+        raise ExpositionError(f"sample {name}: bucket bound le={le!r} is not a number") from None
 
 
 def timestamp_ms(ts: float | Timestamp | None, default_ms: int, *, seconds: bool = True) -> int:
@@ -156,12 +165,17 @@ def collect_samples(
             if name.endswith("_created") or s.native_histogram is not None:
                 continue
             value = float(s.value)
-            if math.isnan(value):
-                continue
+            if not math.isfinite(value):
+                continue  # NaN marks staleness; an infinite value would poison every sum it enters
             labels = s.labels
             if "le" in labels:
-                labels = {**labels, "le": normalise_le(labels["le"])}
-            key = (name, tuple(sorted(labels.items())), timestamp_ms(s.timestamp, default_ts_ms))
+                labels = {**labels, "le": _checked_le(name, labels["le"])}
+            ts = timestamp_ms(s.timestamp, default_ts_ms)
+            if ts != default_ts_ms and not 0 <= ts < MAX_TS_MS:
+                raise ExpositionError(
+                    f"sample {name}: timestamp {s.timestamp} is out of range (epoch 1970-2200)"
+                )
+            key = (name, tuple(sorted(labels.items())), ts)
             if key in seen:
                 duplicates += 1
                 continue

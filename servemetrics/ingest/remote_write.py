@@ -85,7 +85,7 @@ def decode_write_request(body: bytes) -> list[Sample]:
         if not name:
             raise RemoteWriteError(f"time series {i} has no __name__ label")
         key = tuple(sorted(labels.items()))
-        out.extend(Sample(name, key, s.value, s.timestamp) for s in series.samples if not math.isnan(s.value))
+        out.extend(Sample(name, key, s.value, s.timestamp) for s in series.samples if math.isfinite(s.value))
     return out
 
 

@@ -169,13 +169,22 @@ def _counter(ctx: _Context, metric: MetricDef) -> list[list[float | None]] | Non
     return [[0.0 if v is None and live[i] else v for v in row] for i, row in enumerate(rows)]
 
 
+def _bound(le: str) -> float | None:
+    try:
+        return parse_le(le)
+    except ValueError:
+        return None  # ingest rejects such buckets; never let one stored earlier break a query
+
+
 def _histogram(ctx: _Context, metric: MetricDef) -> list[list[float | None]] | None:
     buckets = ctx.select(metric.name + "_bucket", Reducer.INCREASE, ("le",))
     if not buckets:
         return None
     sums = ctx.select(metric.name + "_sum", Reducer.INCREASE).get(())
     counts = ctx.select(metric.name + "_count", Reducer.INCREASE).get(())
-    bounds_keys = sorted(((parse_le(k[0]), k) for k in buckets), key=lambda b: b[0])
+    bounds_keys = sorted(((b, k) for k in buckets if (b := _bound(k[0])) is not None), key=lambda b: b[0])
+    if not bounds_keys:
+        return None
     bounds = [b for b, _ in bounds_keys]
     out: list[list[float | None]] = []
     for i in range(len(ctx.plan.value_sets)):

@@ -115,3 +115,70 @@ def test_import_bad_file_is_400_naming_the_line(client):
     )
     assert resp.status_code == 400
     assert "line 3" in resp.json()["error"]
+
+
+def _bucket(le: str | None, value: float = 1.0) -> bytes:
+    labels = {"model_id": "m1", "deployment_id": "d1", "replica": "r1"}
+    if le is not None:
+        labels["le"] = le
+    name = "baseten_end_to_end_response_time_seconds_bucket"
+    return encode_write_request([Sample(name, labels_of(labels), value, T0)])
+
+
+@pytest.mark.parametrize("le", ["abc", "", None])
+def test_remote_write_bucket_without_a_numeric_le_is_400(client, le):
+    resp = client.post("/api/v1/write", content=_bucket(le), headers=_h(MANAGE))
+    assert resp.status_code == 400 and "needs an le label" in resp.json()["error"]
+    ok = client.get("/v1/models/m1/deployments/d1/metrics", headers=_h(READ), params={"mode": "SUMMARY"})
+    assert ok.status_code == 200
+
+
+def test_remote_write_infinite_values_are_dropped_not_summed(client):
+    good = _rw("m1", "d1", [(0, 1), (15, 4)])
+    assert client.post("/api/v1/write", content=good, headers=_h(MANAGE)).status_code == 204
+    lab = labels_of({"model_id": "m1", "deployment_id": "d1", "replica": "r1", "status_code": "200"})
+    bad = encode_write_request(
+        [Sample(REQ, lab, float("inf"), at(30)), Sample(REQ, lab, float("-inf"), at(45))]
+    )
+    assert client.post("/api/v1/write", content=bad, headers=_h(MANAGE)).status_code == 204
+    assert _summary(client) == [3.0, 0.0, 0.0]
+
+
+def test_remote_write_with_a_deployment_alias_is_400(client):
+    resp = client.post("/api/v1/write", content=_rw("m1", "production", [(0, 1)]), headers=_h(MANAGE))
+    assert resp.status_code == 400 and "alias" in resp.json()["error"]
+
+
+@pytest.mark.parametrize("end", [-1, 99999999999999999999, 10**16])
+def test_out_of_range_epochs_are_400(client, end):
+    resp = client.get(
+        "/v1/models/m1/deployments/d1/metrics",
+        headers=_h(READ),
+        params={"mode": "SUMMARY", "end_epoch_millis": end},
+    )
+    assert resp.status_code == 400 and "end_epoch_millis" in resp.json()["error"]
+
+
+def test_import_with_millisecond_timestamps_is_400_saying_so(client):
+    body = b"# TYPE a counter\nbaseten_inference_requests_total 1 1767225600000\n# EOF\n"
+    resp = client.post(
+        "/v1/import",
+        params={"model_id": "m1", "deployment_id": "d1", "replica": "r1"},
+        content=body,
+        headers=_h(MANAGE),
+    )
+    assert resp.status_code == 400 and "seconds, not milliseconds" in resp.json()["error"]
+
+
+def test_import_bucket_with_bad_le_is_400(client):
+    body = (
+        b'# TYPE x histogram\nx_bucket{le="abc"} 1 1767225600\nx_bucket{le="+Inf"} 1 1767225600\n'
+        b"x_count 1 1767225600\nx_sum 1 1767225600\n# EOF\n"
+    )
+    resp = client.post(
+        "/v1/import",
+        params={"model_id": "m1", "deployment_id": "d1", "replica": "r1"},
+        content=body,
+        headers=_h(MANAGE),
+    )
+    assert resp.status_code == 400, resp.text

@@ -256,3 +256,15 @@ def test_every_kind_has_a_recipe():
     from servemetrics.query.execute import _RECIPES
 
     assert {m.kind for m in CATALOG.values()} <= set(_RECIPES)
+
+
+def test_a_stored_bucket_with_a_bad_bound_is_ignored():
+    store = store_with(
+        hist_series(
+            {"0.5": [(0, 0), (15, 3)], "abc": [(0, 0), (15, 5)], "+Inf": [(0, 0), (15, 10)]},
+            [(0, 0), (15, 5.0)],
+            [(0, 0), (15, 10)],
+        )
+    )
+    [row] = values_of(run(store, [E2E], Mode.SUMMARY, 1, 30), E2E)
+    assert row[0] == 0.5 and row[4] == 0.5  # p50 rank 5 in +Inf -> 0.5; avg 5 / 10

@@ -15,12 +15,21 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
 
-from servemetrics.api.deps import ManageAuth, RegistryDep, resolve_deployment, resolve_model
+from servemetrics.api.deps import (
+    DEPLOYMENT_ALIASES,
+    ManageAuth,
+    RegistryDep,
+    resolve_deployment,
+    resolve_model,
+)
 from servemetrics.api.errors import bad_request
 from servemetrics.ingest.adapters import TARGET_LABELS, adapt
 from servemetrics.ingest.backfill import BackfillError, iter_backfill
+from servemetrics.ingest.exposition import normalise_le
 from servemetrics.ingest.remote_write import RemoteWriteError, decode_write_request
 from servemetrics.ingest.samples import Sample, SampleBatch
+from servemetrics.registry import KeyInfo, Registry
+from servemetrics.types import labels_of
 
 router = APIRouter(tags=["ingest"])
 
@@ -36,17 +45,28 @@ def _adapt_by_target(samples: list[Sample]) -> list[Sample]:
     return out
 
 
-@router.post("/api/v1/write", status_code=204)
-async def remote_write(request: Request, registry: RegistryDep, key: ManageAuth) -> Response:
-    """Store a remote_write 1.0 request (snappy-compressed protobuf ``WriteRequest``).
+def _checked_buckets(samples: list[Sample]) -> list[Sample]:
+    """Samples with every ``_bucket`` series' ``le`` in Prometheus form (``1`` -> ``1.0``).
 
-    Every series needs ``model_id`` and ``deployment_id`` labels naming a deployment of the caller's
-    organization (set them as the sender's ``external_labels`` or with relabelling).
+    Raises:
+        RemoteWriteError: a ``_bucket`` series without an ``le`` that is a number or ``+Inf``.
     """
-    try:
-        samples = decode_write_request(await request.body())
-    except RemoteWriteError as exc:
-        raise bad_request(f"not a remote_write 1.0 body: {exc}") from exc
+    out = []
+    for s in samples:
+        if s.name.endswith("_bucket"):
+            labels = dict(s.labels)
+            try:
+                labels["le"] = normalise_le(labels["le"])
+            except (KeyError, ValueError):
+                raise RemoteWriteError(
+                    f"series {s.name}{labels} needs an le label holding a number or +Inf"
+                ) from None
+            s = Sample(s.name, labels_of(labels), s.value, s.ts_ms)
+        out.append(s)
+    return out
+
+
+def _check_owner(registry: Registry, key: KeyInfo, samples: list[Sample]) -> None:
     ids = {(dict(s.labels).get("model_id", ""), dict(s.labels).get("deployment_id", "")) for s in samples}
     for model_id, deployment_id in sorted(ids):
         if not model_id or not deployment_id:
@@ -54,7 +74,27 @@ async def remote_write(request: Request, registry: RegistryDep, key: ManageAuth)
                 "every series needs model_id and deployment_id labels; set them as "
                 "external_labels of the sender or with write_relabel_configs"
             )
+        if deployment_id in DEPLOYMENT_ALIASES:
+            raise bad_request(
+                f"deployment_id {deployment_id!r} is an alias; label series with the deployment's id "
+                f"(GET /v1/models/{model_id}/deployments lists them)"
+            )
         resolve_deployment(registry, resolve_model(registry, key, model_id), deployment_id)
+
+
+@router.post("/api/v1/write", status_code=204)
+async def remote_write(request: Request, registry: RegistryDep, key: ManageAuth) -> Response:
+    """Store a remote_write 1.0 request (snappy-compressed protobuf ``WriteRequest``).
+
+    Every series needs ``model_id`` and ``deployment_id`` labels naming a deployment of the caller's
+    organization (set them as the sender's ``external_labels`` or with relabelling). Samples with a
+    NaN or infinite value are dropped.
+    """
+    try:
+        samples = _checked_buckets(decode_write_request(await request.body()))
+    except RemoteWriteError as exc:
+        raise bad_request(f"not a usable remote_write 1.0 body: {exc}") from exc
+    _check_owner(registry, key, samples)
     service = request.app.state.service
     stored = service.store.append(SampleBatch.from_samples(_adapt_by_target(samples)))
     service.metrics.samples_appended.labels("remote_write").inc(stored)

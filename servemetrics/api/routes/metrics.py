@@ -14,6 +14,7 @@ from fastapi import APIRouter, Query, Request
 from servemetrics.api.deps import ReadModel, RegistryDep, resolve_deployment, resolve_environment
 from servemetrics.api.errors import bad_request
 from servemetrics.api.schemas import MetricsResponse
+from servemetrics.ingest.exposition import MAX_TS_MS
 from servemetrics.query.execute import execute
 from servemetrics.query.plan import UnknownMetricError, build_plan
 from servemetrics.query.value_sets import Timeline
@@ -22,8 +23,10 @@ from servemetrics.query.windows import Mode, WindowError
 router = APIRouter(tags=["metrics"])
 
 ModeQ = Annotated[Mode, Query(description="CURRENT (default), SUMMARY or SERIES.")]
-StartQ = Annotated[int | None, Query(description="Window start, epoch ms (default: end - 1 h).")]
-EndQ = Annotated[int | None, Query(description="Window end, epoch ms (default: now).")]
+StartQ = Annotated[
+    int | None, Query(ge=0, le=MAX_TS_MS, description="Window start, epoch ms (default: end - 1 h).")
+]
+EndQ = Annotated[int | None, Query(ge=0, le=MAX_TS_MS, description="Window end, epoch ms (default: now).")]
 MetricsQ = Annotated[
     list[str] | None,
     Query(description="Repeatable metric names (default: replicas, requests, end-to-end latency)."),
