@@ -212,7 +212,8 @@ class DuckDBStore:
 
     def _seal(self) -> None:
         """Move whole chunks that are ``GRACE_MS`` old from ``head`` into ``chunks`` and ``rollups``."""
-        assert self._sealed_until is not None
+        if self._sealed_until is None:
+            return  # nothing appended yet (retention on a fresh store): nothing to seal
         until = (self._newest - GRACE_MS) // CHUNK_MS * CHUNK_MS
         if until <= self._sealed_until:
             self._next = replace(self._next, sealed_until=self._sealed_until)
