@@ -212,8 +212,7 @@ class DuckDBStore:
 
     def _seal(self) -> None:
         """Move whole chunks that are ``GRACE_MS`` old from ``head`` into ``chunks`` and ``rollups``."""
-        if self._sealed_until is None:
-            return  # nothing appended yet (retention on a fresh store): nothing to seal
+        assert self._sealed_until is not None
         until = (self._newest - GRACE_MS) // CHUNK_MS * CHUNK_MS
         if until <= self._sealed_until:
             self._next = replace(self._next, sealed_until=self._sealed_until)
@@ -314,6 +313,8 @@ class DuckDBStore:
         """Drop samples older than ``ts_ms`` (retention); return how many were dropped."""
         with self._lock:
             self._check_open()
+            if self._sealed_until is None:
+                return 0  # nothing was ever appended (retention on a fresh store)
             return self._write(lambda: self._delete_before(int(ts_ms)), rewrites=True)
 
     def _delete_before(self, cut: int) -> int:
