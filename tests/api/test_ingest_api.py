@@ -13,6 +13,7 @@ from servemetrics.ingest.remote_write import encode_write_request
 from servemetrics.ingest.samples import Sample
 from servemetrics.store.memory import MemoryStore
 from servemetrics.types import labels_of
+from tests.conftest import schema_validator
 from tests.query.helpers import T0, at
 
 MANAGE, READ = "manage-key", "read-key"
@@ -54,6 +55,7 @@ def _summary(client: TestClient) -> list[float | None]:
         headers=_h(READ),
         params={"mode": "SUMMARY", "start_epoch_millis": T0, "end_epoch_millis": at(600), "metrics": REQ},
     ).json()
+    schema_validator("GetModelMetricsResponseV1").validate(body)
     return body["metric_values"][0]["values"][0]
 
 
