@@ -50,11 +50,44 @@ def _body(message: str, retry_after: int | None = None) -> dict[str, object]:
     return body
 
 
-def _describe_validation(exc: RequestValidationError) -> str:
+_PLAIN = {
+    "model_attributes_type": "must be a JSON object",
+    "model_type": "must be a JSON object",
+    "dict_type": "must be a JSON object",
+    "extra_forbidden": "unknown field; remove it",
+}
+"""Plainer words for pydantic error types whose own message does not say what to send."""
+
+
+def _body_fields(request: Request | None) -> str:
+    """``name (required), promotion_settings, …``: the JSON fields the matched route's body takes."""
+    route = request.scope.get("route") if request is not None else None
+    field = getattr(route, "body_field", None)
+    info = getattr(field, "field_info", None)
+    fields = getattr(getattr(info, "annotation", None), "model_fields", None)
+    if not fields:
+        return "the fields this endpoint takes"
+    return "the fields " + ", ".join(
+        f"{name} (required)" if info.is_required() else name for name, info in fields.items()
+    )
+
+
+def _describe_validation(exc: RequestValidationError, request: Request | None = None) -> str:
+    errors = exc.errors()
+    for err in errors:
+        if err.get("type") == "json_invalid":
+            detail = (err.get("ctx") or {}).get("error") or err.get("msg", "JSON decode error")
+            loc = tuple(err.get("loc", ()))
+            at = f" at character {loc[-1]}" if len(loc) == 2 and isinstance(loc[-1], int) else ""
+            return f"the request body is not valid JSON: {detail}{at}; send a JSON object"
+        if err.get("type") == "missing" and tuple(err.get("loc", ())) == ("body",):
+            return f"the request body is missing; send a JSON object with {_body_fields(request)}"
     parts = []
-    for err in exc.errors():
+    for err in errors:
         where = ".".join(str(p) for p in err.get("loc", ()) if p not in ("query", "body", "path"))
-        parts.append(f"{where or 'request'}: {err.get('msg', 'invalid')}")
+        message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+        message = _PLAIN.get(str(err.get("type")), message)
+        parts.append(f"{where or 'request'}: {message}")
     return "invalid request: " + "; ".join(parts)
 
 
@@ -67,8 +100,8 @@ def install_error_handlers(app: FastAPI) -> None:
         return JSONResponse(_body(exc.message, exc.retry_after), status_code=exc.status, headers=headers)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse(_body(_describe_validation(exc)), status_code=400)
+    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return JSONResponse(_body(_describe_validation(exc, request)), status_code=400)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -34,9 +34,8 @@ def check_autoscaling(values: Mapping[str, Any]) -> dict[str, int]:
         if name not in AUTOSCALING_RANGES:
             raise InvalidValue(f"unknown autoscaling setting {name!r}; use {', '.join(_AUTOSCALING_FIELDS)}")
         low, high = AUTOSCALING_RANGES[name]
-        if isinstance(value, bool) or not isinstance(value, int) or value < low or (high and value > high):
-            bound = f"{low}..{high}" if high else f">= {low}"
-            raise InvalidValue(f"autoscaling setting {name} must be an integer {bound}, not {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise InvalidValue(f"autoscaling setting {name} must be an integer {low}..{high}, not {value!r}")
         out[name] = value
     return out
 

@@ -8,7 +8,15 @@ from sqlalchemy import Connection, Row, insert, select, update
 
 from servemetrics.registry import tables as t
 from servemetrics.registry._base import RegistryBase
-from servemetrics.registry.records import Conflict, EnvironmentInfo, InvalidValue, NotFound, PromotionInfo
+from servemetrics.registry._deployments import check_autoscaling
+from servemetrics.registry.records import (
+    MAX_SETTING,
+    Conflict,
+    EnvironmentInfo,
+    InvalidValue,
+    NotFound,
+    PromotionInfo,
+)
 
 DEFAULT_PROMOTION_SETTINGS: dict[str, Any] = {
     "redeploy_on_promotion": False,
@@ -27,17 +35,78 @@ DEFAULT_PROMOTION_SETTINGS: dict[str, Any] = {
 """``PromotionSettingsV1`` defaults (platform-facts §4)."""
 
 
-def merge_promotion_settings(base: dict[str, Any], changes: dict[str, Any] | None) -> dict[str, Any]:
-    """``base`` with ``changes`` applied (``rolling_deploy_config`` merged field by field)."""
-    out = {**base, **(changes or {})}
-    unknown = sorted(set(out) - set(DEFAULT_PROMOTION_SETTINGS))
+PROMOTION_CLEANUP_STRATEGIES = ("KEEP", "SCALE_TO_ZERO", "DEACTIVATE")
+ROLLING_DEPLOY_STRATEGIES = ("REPLICA",)
+_SETTING_INTS: dict[str, tuple[int, int]] = {
+    "ramp_up_duration_seconds": (0, MAX_SETTING),
+    "max_surge_percent": (0, 100),
+    "max_unavailable_percent": (0, 100),
+    "stabilization_time_seconds": (0, MAX_SETTING),
+    "replica_overhead_percent": (0, 100),
+}
+_SETTING_CHOICES: dict[str, tuple[str, ...]] = {
+    "promotion_cleanup_strategy": PROMOTION_CLEANUP_STRATEGIES,
+    "rolling_deploy_strategy": ROLLING_DEPLOY_STRATEGIES,
+}
+
+
+def _check_setting(where: str, name: str, value: Any, default: Any) -> None:
+    """Raise InvalidValue unless ``value`` has the type (and range or choices) of ``default``."""
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise InvalidValue(f"{where}{name} must be true or false, not {value!r}")
+    elif isinstance(default, int):
+        low, high = _SETTING_INTS[name]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise InvalidValue(f"{where}{name} must be an integer {low}..{high}, not {value!r}")
+    elif name in _SETTING_CHOICES and value not in _SETTING_CHOICES[name]:
+        raise InvalidValue(f"{where}{name} must be one of {', '.join(_SETTING_CHOICES[name])}, not {value!r}")
+
+
+def _check_settings(where: str, changes: Any, defaults: dict[str, Any]) -> None:
+    if not isinstance(changes, dict):
+        raise InvalidValue(f"{where.rstrip('.') or 'promotion_settings'} must be an object, not {changes!r}")
+    unknown = sorted(set(changes) - set(defaults))
     if unknown:
         raise InvalidValue(
-            f"unknown promotion settings {', '.join(unknown)}; use {', '.join(DEFAULT_PROMOTION_SETTINGS)}"
+            f"unknown {where.rstrip('.') or 'promotion'} settings {', '.join(unknown)}; "
+            f"use {', '.join(defaults)}"
         )
+    for name, value in changes.items():
+        if isinstance(defaults[name], dict):
+            _check_settings(f"{where}{name}.", value, defaults[name])
+        else:
+            _check_setting(where, name, value, defaults[name])
+
+
+def merge_promotion_settings(base: dict[str, Any], changes: dict[str, Any] | None) -> dict[str, Any]:
+    """``base`` with ``changes`` applied (``rolling_deploy_config`` merged field by field).
+
+    Raises InvalidValue for an unknown setting or a value of the wrong type or out of range.
+    """
+    _check_settings("", changes or {}, DEFAULT_PROMOTION_SETTINGS)
+    out = {**base, **(changes or {})}
     rolling = (changes or {}).get("rolling_deploy_config")
     if rolling is not None:
         out["rolling_deploy_config"] = {**base["rolling_deploy_config"], **rolling}
+    return out
+
+
+def merge_autoscaling_settings(
+    base: dict[str, Any] | None, changes: dict[str, Any] | None
+) -> dict[str, Any] | None:
+    """An environment's autoscaling settings ``base`` with ``changes`` applied (None = none set).
+
+    Raises InvalidValue for an unknown field, a value out of range or ``min_replica > max_replica``.
+    """
+    if changes is None:
+        return base
+    if not isinstance(changes, dict):
+        raise InvalidValue(f"autoscaling_settings must be an object, not {changes!r}")
+    out = {**(base or {}), **check_autoscaling(changes)}
+    low, high = out.get("min_replica", 0), out.get("max_replica")
+    if high is not None and low > high:
+        raise InvalidValue(f"min_replica ({low}) must not exceed max_replica ({high})")
     return out
 
 
@@ -125,6 +194,7 @@ class EnvironmentsMixin(RegistryBase):
     ) -> EnvironmentInfo:
         """Create an environment; records ENVIRONMENT_UPDATED ``{action: created}``. Conflict if it exists."""
         settings = merge_promotion_settings(DEFAULT_PROMOTION_SETTINGS, promotion_settings)
+        autoscaling_settings = merge_autoscaling_settings(None, autoscaling_settings)
         at = self._at(at_ms)
         with self.engine.begin() as conn:
             self._model_exists(conn, model_id)
@@ -168,9 +238,9 @@ class EnvironmentsMixin(RegistryBase):
             }
             new = {
                 "promotion_settings": merge_promotion_settings(row.promotion_settings, promotion_settings),
-                "autoscaling_settings": {**(row.autoscaling_settings or {}), **autoscaling_settings}
-                if autoscaling_settings is not None
-                else row.autoscaling_settings,
+                "autoscaling_settings": merge_autoscaling_settings(
+                    row.autoscaling_settings, autoscaling_settings
+                ),
             }
             if new != old:
                 conn.execute(update(t.environments).where(t.environments.c.id == row.id).values(**new))
@@ -232,8 +302,17 @@ class EnvironmentsMixin(RegistryBase):
         starts at ``percent`` (default 0) with old and new serving until it reaches 100 or is cancelled.
         Raises Conflict while another promotion is in progress (unless ``supersede``: it is then marked
         CANCELED and the new one starts from what served at ``at_ms``), or when the deployment already
-        serves the environment; NotFound for an unknown environment or deployment.
+        serves the environment; NotFound for an unknown environment or deployment; InvalidValue for a
+        ``percent`` outside 0..100 or below 100 with ``rolling=False`` (a partial share needs a rolling
+        promotion).
         """
+        if percent is not None:
+            self._check_percent(percent)
+            if rolling is False and percent < 100:
+                raise InvalidValue(
+                    f"percent {percent} needs a rolling promotion: send rolling true (or leave rolling "
+                    "out), or percent 100 (or no percent) for an instant promotion"
+                )
         at = self._at(at_ms)
         with self.engine.begin() as conn:
             env = self._must_env(conn, model_id, env_name)

@@ -29,15 +29,18 @@ class InvalidValue(RegistryError, ValueError):
     """A value is out of its allowed range or set."""
 
 
-AUTOSCALING_RANGES: dict[str, tuple[int, int | None]] = {
-    "min_replica": (0, None),
-    "max_replica": (1, None),
+MAX_SETTING = 1_000_000
+"""Upper bound of settings the platform leaves unbounded (replica counts, concurrency)."""
+
+AUTOSCALING_RANGES: dict[str, tuple[int, int]] = {
+    "min_replica": (0, MAX_SETTING),
+    "max_replica": (1, MAX_SETTING),
     "autoscaling_window": (10, 3600),
     "scale_down_delay": (0, 3600),
-    "concurrency_target": (1, None),
+    "concurrency_target": (1, MAX_SETTING),
     "target_utilization_percentage": (1, 100),
 }
-"""Allowed ``(min, max)`` of each autoscaling field (None = unbounded); units: replicas, seconds, %."""
+"""Allowed ``(min, max)`` of each autoscaling field; units: replicas, seconds, %."""
 
 
 @dataclass(frozen=True)

@@ -12,6 +12,7 @@ from servemetrics.config import parse_config
 from servemetrics.store.memory import MemoryStore
 
 MANAGE, READ, OTHER = "inv-manage", "inv-read", "inv-other"
+ID_RULE = "use 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit"
 
 
 @pytest.fixture
@@ -62,7 +63,7 @@ def test_create_model_deployment_and_replica_then_list(client):
     events = client.get(
         "/v1/models/llama/events",
         headers=h(READ),
-        params={"start_epoch_millis": 0, "end_epoch_millis": 2**62},
+        params={"start_epoch_millis": 0, "end_epoch_millis": 2**53 - 1},
     ).json()
     assert "DEPLOYED" in [e["kind"] for e in events["events"]]
 
@@ -107,3 +108,67 @@ def test_replica_targets_must_be_urls_and_readers_cannot_create(client):
     )
     assert bad.status_code == 400 and "http://" in bad.json()["error"]
     assert client.post("/v1/models", json={"name": "x"}, headers=h(READ)).status_code == 403
+
+
+@pytest.mark.parametrize("dep_id", ["production", "development"])
+def test_reserved_deployment_ids_are_400(client, dep_id):
+    client.post("/v1/models", json={"id": "m1", "name": "a"}, headers=h(MANAGE))
+    res = client.post("/v1/models/m1/deployments", json={"id": dep_id, "name": "x"}, headers=h(MANAGE))
+    assert (res.status_code, res.json()) == (
+        400,
+        {
+            "error": f"invalid request: id: deployment id {dep_id!r} is reserved: `production` and "
+            "`development` name the deployment that environment serves; choose another id"
+        },
+    )
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "error"),
+    [
+        (
+            "/v1/models",
+            {"id": "a/b", "name": "x"},
+            f"id: 'a/b' is not a valid model id: {ID_RULE}",
+        ),
+        (
+            "/v1/models/m1/deployments",
+            {"id": " ", "name": "x"},
+            f"id: ' ' is not a valid deployment id: {ID_RULE}",
+        ),
+        (
+            "/v1/models/m1/deployments/d1/replicas",
+            {"id": "r 9"},
+            f"id: 'r 9' is not a valid replica id: {ID_RULE}",
+        ),
+        (
+            "/v1/models/m1/deployments/d1/replicas",
+            {"id": "r9", "targets": ["http://"]},
+            "targets.0: target 'http://' has no host; write e.g. http://10.0.0.5:8080/metrics",
+        ),
+        (
+            "/v1/models/m1/deployments/d1/replicas",
+            {"id": "r9", "targets": ["http://exa mple/metrics"]},
+            "targets.0: target 'http://exa mple/metrics' contains whitespace; write e.g. "
+            "http://10.0.0.5:8080/metrics",
+        ),
+        (
+            "/v1/models/m1/deployments/d1/replicas",
+            {"id": "r9", "targets": ["ftp://x/metrics"]},
+            "targets.0: target 'ftp://x/metrics' is not an http:// or https:// URL; write e.g. "
+            "http://10.0.0.5:8080/metrics",
+        ),
+        (
+            "/v1/models/m1/deployments/d1/replicas",
+            {"id": "r9", "targets": ["http://h:99999/metrics"]},
+            "targets.0: target 'http://h:99999/metrics' is not a valid URL (Port out of range 0-65535); "
+            "write e.g. http://10.0.0.5:8080/metrics",
+        ),
+    ],
+)
+def test_ids_and_targets_say_what_is_allowed(client, path, body, error):
+    client.post("/v1/models", json={"id": "m1", "name": "a"}, headers=h(MANAGE))
+    client.post("/v1/models/m1/deployments", json={"id": "d1", "name": "x"}, headers=h(MANAGE))
+    res = client.post(path, json=body, headers=h(MANAGE))
+    assert (res.status_code, res.json()) == (400, {"error": f"invalid request: {error}"})
+    assert client.get("/v1/models/m1/deployments/d1/replicas", headers=h(MANAGE)).json()["replicas"] == []

@@ -146,7 +146,8 @@ def test_autoscaling_patch(client: TestClient) -> None:
         == 3
     )
     res = client.patch(path, headers=MANAGE, json={"autoscaling_window": 5})
-    assert res.status_code == 400 and "autoscaling_window must be an integer 10..3600" in res.json()["error"]
+    assert res.status_code == 400
+    assert res.json() == {"error": "invalid request: autoscaling_window: must be an integer 10..3600, not 5"}
     assert client.patch(path, headers=MANAGE, json={"speed": 5}).status_code == 400
 
 
@@ -163,7 +164,7 @@ def test_environments_create_get_and_conflict(client: TestClient) -> None:
         headers=MANAGE,
         json={"name": "staging", "promotion_settings": {"rolling_deploy": True}},
     )
-    assert res.status_code == 200
+    assert res.status_code == 201
     assert (
         res.json()["name"],
         res.json()["current_deployment"],
@@ -261,3 +262,190 @@ def test_events_endpoint(client: TestClient, registry: Registry) -> None:
     )
     assert client.get(f"{BASE}/events?start_epoch_millis=abc", headers=MANAGE).status_code == 400
     assert client.get("/v1/models/m2/events", headers=MANAGE).status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ({"max_replica": 10**30}, f"max_replica: must be an integer 1..1000000, not {10**30}"),
+        ({"min_replica": -1}, "min_replica: must be an integer 0..1000000, not -1"),
+        ({"min_replica": "1"}, "min_replica: must be an integer 0..1000000, not '1'"),
+        ({"min_replica": 1.0}, "min_replica: must be an integer 0..1000000, not 1.0"),
+        ({"min_replica": True}, "min_replica: must be an integer 0..1000000, not True"),
+        (
+            {"target_utilization_percentage": 101},
+            "target_utilization_percentage: must be an integer 1..100, not 101",
+        ),
+        ({"speed": 5}, "speed: unknown field; remove it"),
+    ],
+)
+def test_autoscaling_patch_rejects_bad_values_with_400(client: TestClient, body: dict, error: str) -> None:
+    res = client.patch(f"{BASE}/deployments/d1/autoscaling_settings", headers=MANAGE, json=body)
+    assert (res.status_code, res.json()) == (400, {"error": f"invalid request: {error}"})
+    assert (
+        client.get(f"{BASE}/deployments/d1", headers=MANAGE).json()["autoscaling_settings"]["max_replica"]
+        == 1
+    )
+
+
+_ENV_ERRORS = [
+    (
+        {"promotion_settings": {"rolling_deploy_config": "x"}},
+        "promotion_settings.rolling_deploy_config: must be a JSON object",
+    ),
+    (
+        {"promotion_settings": {"rolling_deploy_config": [1, 2]}},
+        "promotion_settings.rolling_deploy_config: must be a JSON object",
+    ),
+    (
+        {"promotion_settings": {"rolling_deploy_config": {"zzz": 1}}},
+        "promotion_settings.rolling_deploy_config.zzz: unknown field; remove it",
+    ),
+    (
+        {"promotion_settings": {"rolling_deploy_config": {"max_surge_percent": 101}}},
+        "promotion_settings.rolling_deploy_config.max_surge_percent: must be an integer 0..100, not 101",
+    ),
+    (
+        {"promotion_settings": {"rolling_deploy": "false"}},
+        "promotion_settings.rolling_deploy: Input should be a valid boolean",
+    ),
+    ({"promotion_settings": {"foo": 1}}, "promotion_settings.foo: unknown field; remove it"),
+    ({"promotion_settings": [1]}, "promotion_settings: must be a JSON object"),
+    (
+        {"promotion_settings": {"promotion_cleanup_strategy": "NUKE"}},
+        "promotion_settings.promotion_cleanup_strategy: "
+        "Input should be 'KEEP', 'SCALE_TO_ZERO' or 'DEACTIVATE'",
+    ),
+    (
+        {"autoscaling_settings": {"max_replica": 10**30}},
+        f"autoscaling_settings.max_replica: must be an integer 1..1000000, not {10**30}",
+    ),
+    (
+        {"autoscaling_settings": {"min_replica": "lots"}},
+        "autoscaling_settings.min_replica: must be an integer 0..1000000, not 'lots'",
+    ),
+    (
+        {"request_backpressure_settings": {"policy": "NOPE"}},
+        "request_backpressure_settings.policy: Input should be 'QUEUE_ON_FULL' or 'REJECT_ON_FULL'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("settings", "error"), _ENV_ERRORS)
+def test_environment_settings_are_typed_and_bad_ones_are_400(
+    client: TestClient, registry: Registry, settings: dict, error: str
+) -> None:
+    before = registry.environment("m1", "production")
+    res = client.post(f"{BASE}/environments", headers=MANAGE, json={"name": "staging", **settings})
+    assert (res.status_code, res.json()) == (400, {"error": f"invalid request: {error}"})
+    res = client.patch(f"{BASE}/environments/production", headers=MANAGE, json=settings)
+    assert (res.status_code, res.json()) == (400, {"error": f"invalid request: {error}"})
+    assert registry.environment("m1", "staging") is None
+    assert registry.environment("m1", "production") == before
+
+
+def test_environment_min_above_max_is_400_and_good_settings_are_kept(client: TestClient) -> None:
+    res = client.post(
+        f"{BASE}/environments",
+        headers=MANAGE,
+        json={"name": "staging", "autoscaling_settings": {"min_replica": 5, "max_replica": 2}},
+    )
+    assert (res.status_code, res.json()) == (
+        400,
+        {"error": "min_replica (5) must not exceed max_replica (2)"},
+    )
+    res = client.post(
+        f"{BASE}/environments",
+        headers=MANAGE,
+        json={
+            "name": "staging",
+            "promotion_settings": {
+                "rolling_deploy": True,
+                "rolling_deploy_config": {"max_surge_percent": 50},
+            },
+            "autoscaling_settings": {"max_replica": 3},
+            "request_backpressure_settings": {"policy": None},
+        },
+    )
+    assert res.status_code == 201
+    settings = res.json()["promotion_settings"]
+    assert settings["rolling_deploy"] is True and settings["rolling_deploy_config"]["max_surge_percent"] == 50
+    assert settings["rolling_deploy_config"]["rolling_deploy_strategy"] == "REPLICA"
+    assert res.json()["autoscaling_settings"] == {"max_replica": 3}
+
+
+@pytest.mark.parametrize("name", ["a/b", " ", "production ", ".hidden", "e" * 101])
+def test_environment_names_follow_the_id_pattern(client: TestClient, name: str) -> None:
+    res = client.post(f"{BASE}/environments", headers=MANAGE, json={"name": name})
+    assert (res.status_code, res.json()) == (
+        400,
+        {
+            "error": f"invalid request: name: {name!r} is not a valid environment name: "
+            "use 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit"
+        },
+    )
+
+
+def test_partial_percent_with_rolling_false_is_400(client: TestClient, registry: Registry) -> None:
+    env = f"{BASE}/environments/production"
+    res = client.post(
+        f"{env}/promote", headers=MANAGE, json={"deployment_id": "d2", "rolling": False, "percent": 50}
+    )
+    assert (res.status_code, res.json()) == (
+        400,
+        {
+            "error": "percent 50 needs a rolling promotion: send rolling true (or leave rolling out), "
+            "or percent 100 (or no percent) for an instant promotion"
+        },
+    )
+    assert client.get(env, headers=MANAGE).json()["in_progress_promotion"] is None
+    res = client.post(
+        f"{env}/promote", headers=MANAGE, json={"deployment_id": "d2", "rolling": False, "percent": 100}
+    )
+    assert (
+        res.status_code == 200 and client.get(env, headers=MANAGE).json()["current_deployment"]["id"] == "d2"
+    )
+
+
+@pytest.mark.parametrize(
+    ("query", "error"),
+    [
+        (
+            "start_epoch_millis=-10000000000000000000",
+            "start_epoch_millis: Input should be greater than or equal to 0",
+        ),
+        (
+            "end_epoch_millis=10000000000000000000",
+            "end_epoch_millis: Input should be less than or equal to 9007199254740991",
+        ),
+        (
+            f"start_epoch_millis=0&end_epoch_millis={10**30}",
+            "end_epoch_millis: Input should be less than or equal to 9007199254740991",
+        ),
+    ],
+)
+def test_events_window_out_of_range_is_400(client: TestClient, query: str, error: str) -> None:
+    res = client.get(f"{BASE}/events?{query}", headers=MANAGE)
+    assert (res.status_code, res.json()) == (400, {"error": f"invalid request: {error}"})
+
+
+def test_bad_or_missing_json_body_says_so(client: TestClient) -> None:
+    path = f"{BASE}/deployments/d1/autoscaling_settings"
+    headers = {**MANAGE, "Content-Type": "application/json"}
+    res = client.patch(path, headers=headers, content=b"{bad")
+    assert (res.status_code, res.json()) == (
+        400,
+        {
+            "error": "the request body is not valid JSON: Expecting property name enclosed in double quotes "
+            "at character 1; send a JSON object"
+        },
+    )
+    res = client.post(f"{BASE}/environments/production/promote", headers=headers, content=b"")
+    assert (res.status_code, res.json()) == (
+        400,
+        {
+            "error": "the request body is missing; send a JSON object with the fields "
+            "deployment_id (required), scale_down_previous_deployment, preserve_env_instance_type, "
+            "percent, rolling"
+        },
+    )

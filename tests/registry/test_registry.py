@@ -290,3 +290,43 @@ def test_environment_create_update_and_defaults(seeded: Registry) -> None:
         seeded.create_environment("m1", "staging", promotion_settings={"speed": 1})
     updates = [e.details["action"] for e in seeded.list_events("m1", 0, 10**6, ["ENVIRONMENT_UPDATED"])]
     assert updates == ["created", "updated"]
+
+
+@pytest.mark.parametrize(
+    ("settings", "error"),
+    [
+        ({"rolling_deploy_config": "x"}, "rolling_deploy_config must be an object, not 'x'"),
+        ({"rolling_deploy_config": [1]}, "rolling_deploy_config must be an object, not [1]"),
+        (
+            {"rolling_deploy_config": {"zzz": 1}},
+            "unknown rolling_deploy_config settings zzz; use rolling_deploy_strategy, max_surge_percent, "
+            "max_unavailable_percent, stabilization_time_seconds, replica_overhead_percent",
+        ),
+        ({"rolling_deploy": "false"}, "rolling_deploy must be true or false, not 'false'"),
+        (
+            {"ramp_up_duration_seconds": 10**30},
+            f"ramp_up_duration_seconds must be an integer 0..1000000, not {10**30}",
+        ),
+        (
+            {"promotion_cleanup_strategy": "NUKE"},
+            "promotion_cleanup_strategy must be one of KEEP, SCALE_TO_ZERO, DEACTIVATE, not 'NUKE'",
+        ),
+    ],
+)
+def test_bad_promotion_settings_are_invalid_values(seeded: Registry, settings: dict, error: str) -> None:
+    with pytest.raises(InvalidValue) as err:
+        seeded.create_environment("m1", "staging", promotion_settings=settings)
+    assert str(err.value) == error
+    with pytest.raises(InvalidValue):
+        seeded.update_environment("m1", "production", promotion_settings=settings)
+    assert seeded.environment("m1", "staging") is None
+
+
+def test_huge_autoscaling_values_and_partial_instant_promotions_are_invalid(seeded: Registry) -> None:
+    with pytest.raises(InvalidValue, match=r"max_replica must be an integer 1\.\.1000000"):
+        seeded.update_autoscaling("m1", "d1", {"max_replica": 10**30})
+    with pytest.raises(InvalidValue, match=r"max_replica must be an integer 1\.\.1000000"):
+        seeded.update_environment("m1", "production", autoscaling_settings={"max_replica": 10**30})
+    with pytest.raises(InvalidValue, match="percent 50 needs a rolling promotion"):
+        seeded.promote("m1", "production", "d1", rolling=False, percent=50)
+    assert seeded.promotions("m1", "production") == []

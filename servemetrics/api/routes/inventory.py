@@ -7,18 +7,23 @@ All need a managing key; the new model belongs to the key's organization.
 from __future__ import annotations
 
 import secrets
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from servemetrics.api.deps import ManageAuth, ManageModel, ReadModel, RegistryDep, resolve_deployment
 from servemetrics.api.errors import ApiError
 from servemetrics.api.routes.management import _call, deployment_v1, iso, model_v1
 from servemetrics.registry import ReplicaInfo
+from servemetrics.registry.ids import check_deployment_id, check_id, check_target_url
 
 router = APIRouter(prefix="/v1", tags=["inventory"])
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+
+ModelId = Annotated[str, AfterValidator(lambda v: check_id(v, "model id"))]
+DeploymentId = Annotated[str, AfterValidator(check_deployment_id)]
+ReplicaId = Annotated[str, AfterValidator(lambda v: check_id(v, "replica id"))]
+TargetUrl = Annotated[str, AfterValidator(check_target_url)]
 
 
 class _Body(BaseModel):
@@ -28,7 +33,7 @@ class _Body(BaseModel):
 class ModelCreate(_Body):
     """Body of ``POST /v1/models``: ``id`` (generated when absent) and ``name``."""
 
-    id: str | None = Field(default=None, pattern=ID_PATTERN)
+    id: ModelId | None = None
     name: str = Field(min_length=1, max_length=200)
 
 
@@ -40,9 +45,9 @@ class InstanceType(_Body):
 
 
 class DeploymentCreate(_Body):
-    """Body of ``POST /v1/models/{model_id}/deployments``."""
+    """Body of ``POST /v1/models/{model_id}/deployments``; ``production`` / ``development`` are reserved."""
 
-    id: str | None = Field(default=None, pattern=ID_PATTERN)
+    id: DeploymentId | None = None
     name: str = Field(min_length=1, max_length=200)
     instance_type: InstanceType = InstanceType()
 
@@ -50,16 +55,8 @@ class DeploymentCreate(_Body):
 class ReplicaCreate(_Body):
     """Body of ``POST …/deployments/{deployment_id}/replicas``: replica id and its ``/metrics`` URLs."""
 
-    id: str = Field(pattern=ID_PATTERN)
-    targets: list[str] = Field(default_factory=list, max_length=20)
-
-    @field_validator("targets")
-    @classmethod
-    def _urls(cls, urls: list[str]) -> list[str]:
-        for url in urls:
-            if not url.startswith(("http://", "https://")):
-                raise ValueError(f"target {url!r} must be an http:// or https:// URL of a /metrics endpoint")
-        return urls
+    id: ReplicaId
+    targets: list[TargetUrl] = Field(default_factory=list, max_length=20)
 
 
 def _new_id(prefix: str) -> str:

@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator
 
 from servemetrics.api.deps import (
     Auth,
@@ -38,10 +38,14 @@ from servemetrics.registry import (
     Registry,
     can_read_metrics,
 )
+from servemetrics.registry.ids import check_id
+from servemetrics.registry.records import AUTOSCALING_RANGES, MAX_SETTING
 
 router = APIRouter(prefix="/v1", tags=["management"])
 T = TypeVar("T")
 SUCCESS = {"success": True}
+MAX_EPOCH_MS = 2**53 - 1
+"""Largest epoch ms a query parameter may carry (JSON's exact integers; far beyond any real time)."""
 
 
 @contextmanager
@@ -178,45 +182,97 @@ def event_v1(e: EventInfo) -> dict[str, Any]:
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Strict: unknown keys are rejected and ``"false"`` / ``"3"`` / ``3.0`` are not booleans or ints."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+def _bounded_int(low: int, high: int) -> Any:
+    """An int from ``low`` to ``high`` (no bools, floats or strings), failing with the range."""
+
+    def check(value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ValueError(f"must be an integer {low}..{high}, not {value!r}")
+        return value
+
+    return Annotated[int, PlainValidator(check, json_schema_input_type=int)]
+
+
+_AS = AUTOSCALING_RANGES
+Flag = Annotated[bool, Field(strict=True)]
 
 
 class AutoscalingUpdate(_Body):
-    """``UpdateAutoscalingSettingsV1``: only the fields passed are changed."""
+    """``UpdateAutoscalingSettingsV1``: only the fields passed are changed (ranges: platform-facts §4)."""
 
-    min_replica: int | None = None
-    max_replica: int | None = None
-    autoscaling_window: int | None = None
-    scale_down_delay: int | None = None
-    concurrency_target: int | None = None
-    target_utilization_percentage: int | None = None
+    min_replica: _bounded_int(*_AS["min_replica"]) | None = None  # type: ignore[valid-type]
+    max_replica: _bounded_int(*_AS["max_replica"]) | None = None  # type: ignore[valid-type]
+    autoscaling_window: _bounded_int(*_AS["autoscaling_window"]) | None = None  # type: ignore[valid-type]
+    scale_down_delay: _bounded_int(*_AS["scale_down_delay"]) | None = None  # type: ignore[valid-type]
+    concurrency_target: _bounded_int(*_AS["concurrency_target"]) | None = None  # type: ignore[valid-type]
+    target_utilization_percentage: _bounded_int(*_AS["target_utilization_percentage"]) | None = None  # type: ignore[valid-type]
+
+
+class RollingDeployConfig(_Body):
+    """``rolling_deploy_config`` of ``PromotionSettingsV1``; fields left out keep their value."""
+
+    rolling_deploy_strategy: Literal["REPLICA"] | None = None
+    max_surge_percent: _bounded_int(0, 100) | None = None  # type: ignore[valid-type]
+    max_unavailable_percent: _bounded_int(0, 100) | None = None  # type: ignore[valid-type]
+    stabilization_time_seconds: _bounded_int(0, MAX_SETTING) | None = None  # type: ignore[valid-type]
+    replica_overhead_percent: _bounded_int(0, 100) | None = None  # type: ignore[valid-type]
+
+
+class PromotionSettings(_Body):
+    """``PromotionSettingsV1``; fields left out keep their value (defaults on create)."""
+
+    redeploy_on_promotion: Flag | None = None
+    rolling_deploy: Flag | None = None
+    promotion_cleanup_strategy: Literal["KEEP", "SCALE_TO_ZERO", "DEACTIVATE"] | None = None
+    rolling_deploy_config: RollingDeployConfig | None = None
+    ramp_up_while_promoting: Flag | None = None
+    ramp_up_duration_seconds: _bounded_int(0, MAX_SETTING) | None = None  # type: ignore[valid-type]
+
+
+class BackpressureSettings(_Body):
+    """``request_backpressure_settings``: ``policy`` QUEUE_ON_FULL, REJECT_ON_FULL or null."""
+
+    policy: Literal["QUEUE_ON_FULL", "REJECT_ON_FULL"] | None = None
 
 
 class EnvironmentCreate(_Body):
     """Body of ``POST /v1/models/{model_id}/environments``."""
 
-    name: str = Field(min_length=1, max_length=100)
-    promotion_settings: dict[str, Any] | None = None
-    autoscaling_settings: dict[str, Any] | None = None
-    request_backpressure_settings: dict[str, Any] | None = None
+    name: Annotated[str, AfterValidator(lambda v: check_id(v, "environment name"))]
+    promotion_settings: PromotionSettings | None = None
+    autoscaling_settings: AutoscalingUpdate | None = None
+    request_backpressure_settings: BackpressureSettings | None = None
 
 
 class EnvironmentUpdate(_Body):
     """Body of ``PATCH /v1/models/{model_id}/environments/{env_name}``."""
 
-    promotion_settings: dict[str, Any] | None = None
-    autoscaling_settings: dict[str, Any] | None = None
-    request_backpressure_settings: dict[str, Any] | None = None
+    promotion_settings: PromotionSettings | None = None
+    autoscaling_settings: AutoscalingUpdate | None = None
+    request_backpressure_settings: BackpressureSettings | None = None
     autoscaling_schedule_settings: dict[str, Any] | None = None
 
 
+def _settings(body: BaseModel | None) -> dict[str, Any] | None:
+    """The fields the client passed (nested ones too), without the nulls."""
+    return None if body is None else body.model_dump(exclude_none=True)
+
+
 class PromoteBody(_Body):
-    """Body of ``POST …/environments/{env_name}/promote``; ``percent`` and ``rolling`` are our extensions."""
+    """Body of ``POST …/environments/{env_name}/promote``; ``percent`` and ``rolling`` are our extensions.
+
+    ``percent`` below 100 starts a rolling promotion at that share; with ``rolling: false`` it is a 400.
+    """
 
     deployment_id: str
     scale_down_previous_deployment: bool = True
     preserve_env_instance_type: bool = True
-    percent: int | None = Field(default=None, ge=0, le=100)
+    percent: _bounded_int(0, 100) | None = None  # type: ignore[valid-type]
     rolling: bool | None = None
 
 
@@ -299,15 +355,18 @@ def list_environments(registry: RegistryDep, model: ReadModel) -> dict[str, Any]
     return {"environments": [environment_v1(registry, e) for e in registry.list_environments(model.id)]}
 
 
-@router.post("/models/{model_id}/environments")
+@router.post("/models/{model_id}/environments", status_code=201)
 def create_environment(registry: RegistryDep, model: ManageModel, body: EnvironmentCreate) -> dict[str, Any]:
-    """Create an environment → ``EnvironmentV1``; 409 if the name is taken."""
+    """Create an environment → 201 ``EnvironmentV1``; 409 if the name is taken.
+
+    ``request_backpressure_settings`` is validated; the environment reports its serving deployment's.
+    """
     env = _call(
         registry.create_environment,
         model.id,
         body.name,
-        promotion_settings=body.promotion_settings,
-        autoscaling_settings=body.autoscaling_settings,
+        promotion_settings=_settings(body.promotion_settings),
+        autoscaling_settings=_settings(body.autoscaling_settings),
     )
     return environment_v1(registry, env)
 
@@ -328,8 +387,8 @@ def update_environment(
         registry.update_environment,
         model.id,
         env_name,
-        promotion_settings=body.promotion_settings,
-        autoscaling_settings=body.autoscaling_settings,
+        promotion_settings=_settings(body.promotion_settings),
+        autoscaling_settings=_settings(body.autoscaling_settings),
     )
     return {
         "environment": environment_v1(registry, env),
@@ -410,8 +469,8 @@ def _kinds(values: list[str] | None) -> list[str] | None:
 def list_events(
     registry: RegistryDep,
     model: ReadModel,
-    start_epoch_millis: int | None = None,
-    end_epoch_millis: int | None = None,
+    start_epoch_millis: Annotated[int | None, Query(ge=0, le=MAX_EPOCH_MS)] = None,
+    end_epoch_millis: Annotated[int | None, Query(ge=0, le=MAX_EPOCH_MS)] = None,
     kinds: Annotated[list[str] | None, Query()] = None,
 ) -> dict[str, Any]:
     """Events in ``[start, end]`` (end defaults to now, start to end − 1 h), oldest first, of ``kinds``
