@@ -103,6 +103,11 @@ def import_file(
             err.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(1) from exc
     err.print(f"stored {stored:,} samples")
+    if stored == 0:
+        err.print(
+            "nothing was stored: no sample of the file maps to a catalog metric or engine metric, or all "
+            "were already stored (docs/ingest.md lists what each source adapter keeps)"
+        )
 
 
 @app.command()

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+TARGET_LABELS = ["model_id", "deployment_id", "replica", "target"]
+
 
 class SelfMetrics:
     """Counters and histograms about scraping, ingest and queries.
@@ -20,6 +22,7 @@ class SelfMetrics:
         samples_appended: counter of samples newly stored, by ``path`` (scrape / remote_write / import).
         query_latency: histogram of metrics-query latency in seconds, by ``mode``.
         targets: gauge of configured scrape targets.
+        target_up: per target (``TARGET_LABELS``), 1 when its last scrape succeeded.
     """
 
     def __init__(self) -> None:
@@ -53,3 +56,9 @@ class SelfMetrics:
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
         )
         self.targets = Gauge("servemetrics_scrape_targets", "Configured scrape targets.", registry=r)
+        self.target_up = Gauge(
+            "servemetrics_target_up",
+            "1 when the last scrape of the target succeeded, else 0.",
+            TARGET_LABELS,
+            registry=r,
+        )

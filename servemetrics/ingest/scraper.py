@@ -16,6 +16,7 @@ already scraped successfully gets a 0 sample 1 ms after that earlier scrape: it 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
@@ -67,6 +68,11 @@ def offset_s(url: str, interval_s: float) -> float:
     """A stable offset in ``[0, interval_s)`` for a target (hash of its URL)."""
     digest = hashlib.sha256(url.encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64 * interval_s
+
+
+def _target_key(target: Target) -> tuple[str, str, str, str]:
+    lab = target.label_dict
+    return (lab.get("model_id", ""), lab.get("deployment_id", ""), lab.get("replica", ""), target.url)
 
 
 def _identity(sample: Sample) -> SeriesKey:
@@ -126,7 +132,9 @@ class Scraper:
             parsed = parse_exposition(resp.content, resp.headers.get("content-type"), ts)
             samples = adapt(parsed.samples, target.label_dict)
         except (httpx.HTTPError, ExpositionError) as exc:
-            message = f"scrape of {target.url} failed: {exc}"
+            model_id, deployment_id, replica, _ = _target_key(target)
+            where = f"model {model_id} deployment {deployment_id} replica {replica}"
+            message = f"scrape of {target.url} ({where}) failed: {exc}"
             log.warning(message)
             return ScrapeResult(up=False, error=message)
         return ScrapeResult(up=True, duplicates=parsed.duplicates, samples=samples)
@@ -151,6 +159,7 @@ class Scraper:
         m = self._metrics
         m.scrape_duration.labels(target.label_dict.get("deployment_id", "")).observe(seconds)
         m.scrapes.labels("ok" if result.up else "error").inc()
+        m.target_up.labels(*_target_key(target)).set(1.0 if result.up else 0.0)
         if result.duplicates:
             m.scrape_duplicates.labels(target.url).inc(result.duplicates)
         m.samples_appended.labels("scrape").inc(result.stored)
@@ -170,6 +179,9 @@ class Scraper:
         wanted = set(targets)
         for gone in set(self._tasks) - wanted:
             self._tasks.pop(gone).cancel()
+            if self._metrics is not None:
+                with contextlib.suppress(KeyError):
+                    self._metrics.target_up.remove(*_target_key(gone))
         for new in wanted - set(self._tasks):
             self._tasks[new] = asyncio.get_running_loop().create_task(self._loop(new))
         if self._metrics is not None:

@@ -176,7 +176,23 @@ def _bound(le: str) -> float | None:
         return None  # ingest rejects such buckets; never let one stored earlier break a query
 
 
+def _histogram_row(
+    present: list[tuple[float, float]], s: Cell | None, n: Cell | None, width: int
+) -> list[float | None]:
+    """Quantiles and avg of one value set from the ``(bound, increase)`` of the buckets that have data."""
+    if not present:
+        return [None] * width
+    bounds = [b for b, _ in present]
+    cum = [c for _, c in present]
+    row: list[float | None] = [bucket_quantile(float(q), bounds, cum) for q in QUANTILES]
+    total = n.total if n is not None else (cum[-1] if math.isinf(bounds[-1]) else 0.0)
+    row.append(s.total / total if s is not None and total > 0 else None)
+    return row
+
+
 def _histogram(ctx: _Context, metric: MetricDef) -> list[list[float | None]] | None:
+    """Only the buckets with data in a value set take part in it: a bucket layout that another series
+    (or an older version of the same one) used elsewhere in the window must not add empty buckets."""
     buckets = ctx.select(metric.name + "_bucket", Reducer.INCREASE, ("le",))
     if not buckets:
         return None
@@ -185,20 +201,12 @@ def _histogram(ctx: _Context, metric: MetricDef) -> list[list[float | None]] | N
     bounds_keys = sorted(((b, k) for k in buckets if (b := _bound(k[0])) is not None), key=lambda b: b[0])
     if not bounds_keys:
         return None
-    bounds = [b for b, _ in bounds_keys]
     out: list[list[float | None]] = []
     for i in range(len(ctx.plan.value_sets)):
-        cum = [buckets[k][i] for _, k in bounds_keys]
-        if all(c is None for c in cum):
-            out.append([None] * len(metric.label_sets))
-            continue
-        cum_vals = [0.0 if c is None else c.total for c in cum]
-        row: list[float | None] = [bucket_quantile(float(q), bounds, cum_vals) for q in QUANTILES]
+        present = [(b, c.total) for b, k in bounds_keys if (c := buckets[k][i]) is not None]
         s = sums[i] if sums else None
         n = counts[i] if counts else None
-        total = n.total if n is not None else (cum_vals[-1] if math.isinf(bounds[-1]) else 0.0)
-        row.append(s.total / total if s is not None and total > 0 else None)
-        out.append(row)
+        out.append(_histogram_row(present, s, n, len(metric.label_sets)))
     return out
 
 

@@ -12,6 +12,8 @@ HOUR_MS = 3_600_000
 MAX_WINDOW_MS = 7 * 24 * HOUR_MS
 CURRENT_LOOKBACK_MS = 5 * 60 * 1000
 MAX_STEPS = 360
+SECONDS_LOOKALIKE = 100_000_000_000
+"""Epoch ms below this (1973-03-03) are taken for a client sending seconds and rejected."""
 STEP_LADDER_S: tuple[int, ...] = (30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
 """SERIES steps in seconds; the smallest giving at most ``MAX_STEPS`` steps is used."""
 
@@ -65,6 +67,12 @@ def resolve_window(mode: Mode, start_ms: int | None, end_ms: int | None, now_ms:
                 "or use mode SUMMARY or SERIES for a time range"
             )
         return Window(now_ms - CURRENT_LOOKBACK_MS, now_ms, None)
+    for name, value in (("start_epoch_millis", start_ms), ("end_epoch_millis", end_ms)):
+        if value is not None and value < SECONDS_LOOKALIKE:
+            raise WindowError(
+                f"{name}={value} is in 1970-1973: it looks like seconds; send epoch milliseconds "
+                f"(13 digits, e.g. {value * 1000})"
+            )
     end = now_ms if end_ms is None else end_ms
     start = end - HOUR_MS if start_ms is None else start_ms
     if start >= end:

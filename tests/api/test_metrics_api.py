@@ -170,3 +170,15 @@ def test_own_metrics_count_queries(client):
     get(client, ENV, mode="SUMMARY")
     text = client.get("/metrics").text
     assert 'servemetrics_query_duration_seconds_count{mode="SUMMARY"} 1.0' in text
+
+
+def test_lower_case_mode_is_accepted(client):
+    lower = get(client, ENV, mode="summary", start_epoch_millis=T0, end_epoch_millis=at(120))
+    upper = get(client, ENV, mode="SUMMARY", start_epoch_millis=T0, end_epoch_millis=at(120))
+    assert lower.status_code == 200 and lower.json() == upper.json()
+
+
+def test_epoch_seconds_are_rejected_with_a_hint(client):
+    resp = get(client, ENV, mode="SUMMARY", start_epoch_millis=1_767_225_600, end_epoch_millis=at(120))
+    assert resp.status_code == 400
+    assert "looks like seconds" in resp.json()["error"] and "1767225600000" in resp.json()["error"]

@@ -268,3 +268,24 @@ def test_a_stored_bucket_with_a_bad_bound_is_ignored():
     )
     [row] = values_of(run(store, [E2E], Mode.SUMMARY, 1, 30), E2E)
     assert row[0] == 0.5 and row[4] == 0.5  # p50 rank 5 in +Inf -> 0.5; avg 5 / 10
+
+
+def test_buckets_of_a_layout_without_data_in_the_step_do_not_take_part():
+    """A replica restarted with other buckets: the old layout has no data in the window (B1)."""
+    old = hist_series(
+        {le: [(-600, 0), (-590, 7)] for le in ["0.05", "0.25", "0.5", "2.5", "+Inf"]},
+        [(-600, 0), (-590, 1)],
+        [(-600, 0), (-590, 7)],
+        replica="old",
+    )
+    new = hist_series(
+        {"0.1": [(0, 0), (15, 5)], "1.0": [(0, 0), (15, 10)], "+Inf": [(0, 0), (15, 10)]},
+        [(0, 0), (15, 2.0)],
+        [(0, 0), (15, 10)],
+        replica="new",
+    )
+    [row] = values_of(run(store_with(old, new), [E2E], Mode.SUMMARY, 1, 30), E2E)
+    # p50 rank 5 -> 0.1; p90 rank 9 in (0.1, 1.0]: 0.1 + 0.9 * 4/5 = 0.82 (PromQL on the new layout alone)
+    assert row[0] == pytest.approx(0.1)
+    assert row[1] == pytest.approx(0.82)
+    assert row[4] == pytest.approx(0.2)

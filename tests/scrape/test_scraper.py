@@ -90,6 +90,8 @@ def test_c5_same_series_twice_first_wins_and_duplicate_counted(exporter: Exporte
     store, metrics = MemoryStore(), SelfMetrics()
     result = _scrape(store, Target(exporter.url, LABELS), T0, metrics)
     assert result.up and result.duplicates == 1
+    up = {"model_id": "m1", "deployment_id": "d1", "replica": "r1", "target": exporter.url}
+    assert metrics.registry.get_sample_value("servemetrics_target_up", up) == 1.0
     assert _last(store, "baseten_inference_requests_total", T0) == 96.0
     assert (
         metrics.registry.get_sample_value(
@@ -127,6 +129,7 @@ def test_unreachable_target_is_down(exporter: Exporter):
     result = _scrape(store, Target(exporter.url, LABELS), T0)
     assert not result.up and exporter.url in (result.error or "")
     assert _last(store, "up", T0) == 0.0
+    assert "deployment d1 replica r1" in (result.error or "")
 
 
 def test_offsets_are_stable_and_inside_the_interval():

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
+from pydantic import BeforeValidator
 
 from servemetrics.api.deps import ReadModel, RegistryDep, resolve_deployment, resolve_environment
 from servemetrics.api.errors import bad_request
@@ -22,7 +23,11 @@ from servemetrics.query.windows import Mode, WindowError
 
 router = APIRouter(tags=["metrics"])
 
-ModeQ = Annotated[Mode, Query(description="CURRENT (default), SUMMARY or SERIES.")]
+ModeQ = Annotated[
+    Mode,
+    BeforeValidator(lambda v: v.upper() if isinstance(v, str) else v),
+    Query(description="CURRENT (default), SUMMARY or SERIES (any case)."),
+]
 StartQ = Annotated[
     int | None, Query(ge=0, le=MAX_TS_MS, description="Window start, epoch ms (default: end - 1 h).")
 ]
