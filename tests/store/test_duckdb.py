@@ -157,3 +157,27 @@ def test_late_samples_in_chunks_far_apart_keep_increases(tmp_path: Path) -> None
     sel = Selection("req_total", Reducer.INCREASE, sets, ("status_code",), (), 3 * HOUR)
     assert_same(duck.select(sel), mem.select(sel))
     duck.close()
+
+
+def test_fine_steps_over_chunks_and_head_segments(tmp_path: Path) -> None:
+    """Raw-only value sets (1 and 5 minute steps) over several chunks, partly cut chunks, the sealed
+    boundary and several head segments (one with samples older than the others, reset counters)."""
+    duck, mem = DuckDBStore(tmp_path / "s.duckdb"), MemoryStore()
+    full = grid_batch(T0, 9 * 240)
+    vals = full.values.copy()
+    vals[full.ts_ms >= T0 + 5 * HOUR] -= 500.0  # a reset in every series
+    late = (full.ts_ms > T0 + 7 * HOUR) & (full.ts_ms % 60_000 == 0)
+    recent = full.ts_ms > T0 + 8 * HOUR
+    for part in (~late & ~recent, recent & ~late, late):  # the last batch goes back in time in head
+        b = SampleBatch(KEYS, full.series_index[part], full.ts_ms[part], vals[part])
+        assert duck.append(b) == mem.append(b)
+    assert len(duck._view.head) > 1
+    for step, lo in ((MIN, T0 + 6 * HOUR + 7_777), (5 * MIN, T0 + 7 * MIN + 3)):
+        hi = T0 + 9 * HOUR - 4_321
+        cuts = [lo, *range((lo // step + 1) * step, hi, step), hi]
+        sets = tuple(ValueSet(a, b, ALL) for a, b in zip(cuts[:-1], cuts[1:], strict=True))
+        for reducer in Reducer:
+            for lookback in (MIN, 10 * MIN, 3 * HOUR):
+                sel = Selection("req_total", reducer, sets, ("status_code",), (), lookback)
+                assert_same(duck.select(sel), mem.select(sel))
+    duck.close()
