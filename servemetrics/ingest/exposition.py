@@ -140,7 +140,9 @@ def parse_exposition(body: bytes | str, content_type: str | None, scrape_ts_ms: 
     return collect_samples(families, scrape_ts_ms, renamed_counters=renamed)
 
 
-def _exposed_name(sample_name: str, family_name: str, family_type: str, renamed: set[str]) -> str:
+def _exposed_name(
+    sample_name: str, family_name: str, family_type: str, renamed: set[str] | frozenset[str]
+) -> str:
     # The text parser appends ``_total`` to counters declared without it; undo that.
     if family_type == "counter" and family_name in renamed and sample_name == family_name + "_total":
         return family_name

@@ -10,6 +10,7 @@ consistent snapshot while ingest writes. Semantics are those of ``servemetrics.s
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -323,8 +324,8 @@ class DuckDBStore:
         con.execute("DELETE FROM head WHERE ts < ?", [cut])
         self._next = replace(self._next, head=self._next.head_keep(cut))
         dropped += int(
-            con.execute("SELECT coalesce(sum(n), 0) FROM chunks WHERE last_ts < ?", [cut]).fetchone()[0]
-        )  # type: ignore[index]
+            con.execute("SELECT coalesce(sum(n), 0) FROM chunks WHERE last_ts < ?", [cut]).fetchone()[0]  # type: ignore[index]
+        )
         con.execute("DELETE FROM chunks WHERE last_ts < ?", [cut])
         straddle = {
             (int(s), int(c))
@@ -376,7 +377,7 @@ class DuckDBStore:
                 sids,
                 view.rollups,
                 view.sealed_until,
-                lambda r, view=view, gen=gen: self._read_raw(view, sids, r, gen),
+                functools.partial(self._read_raw, view, sids, gen=gen),
             )
             if self._gen.value == gen:  # no write changed sealed chunks meanwhile
                 break
@@ -440,12 +441,12 @@ class DuckDBStore:
                     hit = chunks.get((s, c))
                     if hit is None:
                         continue
-                    part = cuts[c]
-                    if part is None:
+                    keep = cuts[c]
+                    if keep is None:
                         out.append(hit)
                         continue
                     t, v = hit
-                    for a, b in part:
+                    for a, b in keep:
                         i, j = t.searchsorted(a), t.searchsorted(b)
                         if i < j:
                             out.append((t[i:j], v[i:j]))
