@@ -88,7 +88,8 @@ def generate(days: float, end_ms: int) -> tuple[list[tuple[str, tuple]], np.ndar
             add(
                 "baseten_gpu_utilization",
                 {**base, "gpu": "0"},
-                np.round(np.clip(rng.normal(60, 15, n), 0, 100), 1),
+                # W1 prints percent; stored as the 0-1 ratio the passthrough adapter makes of it
+                np.round(np.clip(rng.normal(60, 15, n), 0, 100), 1) / 100,
             )
             add("baseten_gpu_memory_used", {**base, "gpu": "0"}, 40000.0 + rng.integers(0, 500, n))
             add(
