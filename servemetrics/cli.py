@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
 from servemetrics import __version__
@@ -27,24 +28,43 @@ ConfigOpt = Annotated[
 ]
 
 
+def _fail(message: object, code: int = 2) -> NoReturn:
+    """Print ``error: <message>`` as one line on stderr and exit with ``code``."""
+    err.print(f"[red]error:[/red] {escape(str(message))}", soft_wrap=True)
+    raise typer.Exit(code)
+
+
 def _load(path: Path):  # noqa: ANN202 - returns servemetrics.config.Config
     from servemetrics.config import ConfigError, load_config
 
     try:
         return load_config(path)
     except ConfigError as exc:
-        err.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from exc
+        _fail(exc)
 
 
 @app.command()
 def serve(config: ConfigOpt) -> None:
-    """Run the service: scrape the configured targets, store samples, serve the API on ``listen``."""
+    """Run the service: scrape the configured targets, store samples, serve the API on ``listen``.
+
+    The registry is opened and the config applied here first, so that a bad ``data_dir``,
+    ``registry_url``, unreachable database or a config the registry refuses stops with one error line
+    (exit 2) before the server starts; the app's startup applies it again (idempotent).
+    """
     import uvicorn
 
     from servemetrics.api.app import create_app
+    from servemetrics.config import ConfigError, apply_config, open_registry
 
     cfg = _load(config)
+    try:
+        registry = open_registry(cfg)
+        try:
+            apply_config(cfg, registry)
+        finally:
+            registry.close()
+    except ConfigError as exc:
+        _fail(f"{config}: {exc}")
     uvicorn.run(create_app(cfg), host=cfg.host, port=cfg.port, log_level="info")
 
 

@@ -10,13 +10,15 @@ float seconds. Every mistake raises ``ConfigError`` naming the key and what to w
 from __future__ import annotations
 
 import difflib
+import math
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -26,8 +28,11 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from servemetrics.registry import keys as k
+from servemetrics.registry.ids import check_deployment_id, check_id, check_target_url
 from servemetrics.registry.records import RegistryError
 from servemetrics.registry.registry import Registry
 
@@ -52,12 +57,30 @@ def parse_duration(value: Any) -> float:
                 f"{value!r} is not a duration; write a number of seconds or e.g. 15s, 1m, 2h, 15d"
             )
         seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
+    if not math.isfinite(seconds):
+        raise ValueError(f"{value!r} is not a finite duration; write e.g. 15s, 1m, 2h, 15d")
     if seconds <= 0:
         raise ValueError("a duration must be greater than 0")
     return seconds
 
 
 Duration = Annotated[float, BeforeValidator(parse_duration)]
+
+
+def _at_least(minimum: float, unit: str) -> Any:
+    def check(seconds: float) -> float:
+        if seconds < minimum:
+            raise ValueError(f"must be at least {unit} (got {seconds:g}s)")
+        return seconds
+
+    return AfterValidator(check)
+
+
+ModelId = Annotated[str, AfterValidator(lambda v: check_id(v, "model id"))]
+DeploymentId = Annotated[str, AfterValidator(check_deployment_id)]
+ReplicaId = Annotated[str, AfterValidator(lambda v: check_id(v, "replica id"))]
+EnvironmentName = Annotated[str, AfterValidator(lambda v: check_id(v, "environment name"))]
+TargetUrl = Annotated[str, AfterValidator(check_target_url)]
 
 
 class _Strict(BaseModel):
@@ -101,25 +124,40 @@ class InstanceTypeConfig(_Strict):
 class ReplicaConfig(_Strict):
     """A replica and its ``/metrics`` URLs."""
 
-    id: str = Field(min_length=1)
-    targets: list[str] = []
-
-    @field_validator("targets")
-    @classmethod
-    def _urls(cls, urls: list[str]) -> list[str]:
-        for url in urls:
-            if not url.startswith(("http://", "https://")):
-                raise ValueError(f"{url!r} is not a URL; write e.g. http://10.0.0.5:8080/metrics")
-        return urls
+    id: ReplicaId
+    targets: list[TargetUrl] = []
 
 
 class DeploymentConfig(_Strict):
-    """A deployment of a model."""
+    """A deployment of a model (``production`` and ``development`` are reserved ids)."""
 
-    id: str = Field(min_length=1)
+    id: DeploymentId
     name: str | None = None
     instance_type: InstanceTypeConfig = InstanceTypeConfig()
     replicas: list[ReplicaConfig] = []
+
+    @model_validator(mode="after")
+    def _check(self) -> DeploymentConfig:
+        _no_duplicates([r.id for r in self.replicas], "replica id")
+        return self
+
+
+def check_registry_url(url: str) -> str:
+    """``url`` when it is ``sqlite:///path`` or ``postgresql+psycopg://…``; else ValueError saying so."""
+    example = "write sqlite:///path/registry.sqlite3 or postgresql+psycopg://user:pass@host:5432/db"
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise ValueError(f"{url!r} is not a SQLAlchemy URL; {example}") from None
+    if parsed.get_backend_name() == "postgresql" and parsed.drivername != "postgresql+psycopg":
+        raise ValueError(f"{parsed.drivername!r} is not a supported driver; write postgresql+psycopg://…")
+    if parsed.drivername not in ("sqlite", "sqlite+pysqlite", "postgresql+psycopg"):
+        raise ValueError(f"{parsed.drivername!r} is not a supported registry database; {example}")
+    return url
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
 
 
 def _rfc3339_ms(value: Any) -> int:
@@ -146,15 +184,26 @@ class PromotionConfig(_Strict):
 class EnvironmentConfig(_Strict):
     """An environment and its promotion history (any order in the file; applied by time)."""
 
-    name: str = Field(min_length=1)
+    name: EnvironmentName
     rolling_deploy: bool = False
     promotions: list[PromotionConfig] = []
+
+    @model_validator(mode="after")
+    def _check(self) -> EnvironmentConfig:
+        times = [p.at for p in self.promotions]
+        same = sorted({at for at in times if times.count(at) > 1})
+        if same:
+            when = ", ".join(_iso(at) for at in same)
+            raise ValueError(
+                f"environment {self.name!r} has two promotions at {when}; give each promotion its own `at`"
+            )
+        return self
 
 
 class ModelConfig(_Strict):
     """A model of an organization with its deployments and environments."""
 
-    id: str = Field(min_length=1)
+    id: ModelId
     name: str | None = None
     organization: str
     deployments: list[DeploymentConfig] = []
@@ -186,9 +235,9 @@ class Config(_Strict):
 
     listen: str = "127.0.0.1:8321"
     data_dir: Path = Path("./data")
-    scrape_interval: Duration = 15.0
+    scrape_interval: Annotated[Duration, _at_least(1.0, "1s")] = 15.0
     scrape_timeout: Duration = 10.0
-    retention: Duration = 15 * 86400.0
+    retention: Annotated[Duration, _at_least(3600.0, "1h")] = 15 * 86400.0
     registry_url: str | None = None
     organizations: list[OrganizationConfig] = []
     models: list[ModelConfig] = []
@@ -200,6 +249,13 @@ class Config(_Strict):
         host, _, port = value.rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"{value!r} is not host:port; write e.g. 127.0.0.1:8321 or 0.0.0.0:8321")
+        return value
+
+    @field_validator("registry_url")
+    @classmethod
+    def _registry_url(cls, value: str | None) -> str | None:
+        if value is not None:
+            check_registry_url(value)
         return value
 
     @model_validator(mode="after")
@@ -215,6 +271,7 @@ class Config(_Strict):
         _no_duplicates(orgs, "organization name")
         _no_duplicates([m.id for m in self.models], "model id")
         _no_duplicates([d.id for m in self.models for d in m.deployments], "deployment id")
+        self._check_keys()
         for model in self.models:
             if model.organization not in orgs:
                 raise ValueError(
@@ -222,6 +279,26 @@ class Config(_Strict):
                     f"under organizations; declare it there or use one of: {', '.join(orgs) or '(none)'}"
                 )
         return self
+
+    def _check_keys(self) -> None:
+        """Each plain key appears once; a key's ``model_ids`` name models declared under ``models``."""
+        seen: dict[str, str] = {}
+        models = [m.id for m in self.models]
+        for i, org in enumerate(self.organizations):
+            for j, key in enumerate(org.api_keys):
+                where = f"organizations[{i}].api_keys[{j}] (organization {org.name!r})"
+                if key.digest in seen:
+                    raise ValueError(
+                        f"the same API key is listed at {seen[key.digest]} and at {where}; a key belongs "
+                        "to one organization and is listed once: give each entry its own key"
+                    )
+                seen[key.digest] = where
+                unknown = [m for m in key.model_ids or () if m not in models]
+                if unknown:
+                    raise ValueError(
+                        f"{where} is scoped to model_ids {', '.join(unknown)}, which are not under models; "
+                        f"declare them there or use some of: {', '.join(models) or '(none)'}"
+                    )
 
     @property
     def host(self) -> str:
@@ -290,10 +367,14 @@ def load_config(path: str | Path) -> Config:
     """Read and validate the YAML file at ``path``; raises ConfigError."""
     path = Path(path)
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise ConfigError(
             f"cannot read config file {path}: {err.strerror}; pass an existing YAML file"
+        ) from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            f"{path} is not a UTF-8 text file (byte {err.start} cannot be decoded); pass a YAML file"
         ) from None
     try:
         data = yaml.safe_load(text)
@@ -309,8 +390,54 @@ def apply_config(config: Config, registry: Registry) -> None:
     are deleted (keys created through the API are kept). Promotions are the environment's history: each
     one not yet recorded is applied in time order; a promotion of the deployment whose rolling promotion
     is running is a step of it (100 completes it). Raises ConfigError when a new promotion is older than
-    the environment's latest recorded one (history can only be appended).
+    the environment's latest recorded one (history can only be appended), or when the registry refuses a
+    change (e.g. a deployment id taken by another model). Transactional: a config that fails changes
+    nothing.
     """
+    try:
+        with registry.transaction() as tx:
+            _apply(config, tx)
+    except RegistryError as err:
+        raise ConfigError(f"cannot apply the config to the registry: {err}") from None
+
+
+def open_registry(config: Config) -> Registry:
+    """Create ``data_dir`` and open (and migrate) the registry at ``registry_url``.
+
+    Raises ConfigError when ``data_dir`` is not a directory or cannot be created, the URL is not a
+    supported SQLAlchemy URL, or the database cannot be reached.
+    """
+    data_dir = Path(config.data_dir)
+    if data_dir.exists() and not data_dir.is_dir():
+        raise ConfigError(f"data_dir {data_dir} exists and is not a directory; point data_dir at a directory")
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(
+            f"cannot create data_dir {data_dir}: {err.strerror}; choose a writable directory"
+        ) from None
+    url = str(config.registry_url)
+    try:
+        check_registry_url(url)
+    except ValueError as err:
+        raise ConfigError(f"registry_url: {err}") from None
+    shown = make_url(url).render_as_string(hide_password=True)
+    try:
+        return Registry.open(url)
+    except OSError as err:
+        raise ConfigError(f"cannot open the registry at {shown}: {err}; check the path is writable") from None
+    except SQLAlchemyError as err:
+        reason = str(getattr(err, "orig", None) or err).strip().splitlines()[0]
+        hint = (
+            "check that PostgreSQL is running there and that the URL's host, port, user, password and "
+            "database are right"
+            if make_url(url).get_backend_name() == "postgresql"
+            else "check the path is a writable SQLite file"
+        )
+        raise ConfigError(f"cannot open the registry at {shown} ({reason}); {hint}") from None
+
+
+def _apply(config: Config, registry: Registry) -> None:
     for org in config.organizations:
         registry.ensure_organization(org.name)
         for key in org.api_keys:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Self
 
 from sqlalchemy import Connection, Engine, insert, select
 
@@ -16,6 +18,24 @@ from servemetrics.registry.records import EventInfo, InvalidValue, NotFound
 def wall_clock_ms() -> int:
     """Now as epoch milliseconds."""
     return time.time_ns() // 1_000_000
+
+
+class _OneConnection:
+    """Stands in for the engine inside ``RegistryBase.transaction``: every ``begin()`` / ``connect()``
+    hands out the one connection of the outer transaction, which commits or rolls back as a whole."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self.dialect = conn.dialect
+
+    @contextmanager
+    def begin(self) -> Iterator[Connection]:
+        yield self._conn
+
+    connect = begin
+
+    def dispose(self) -> None:
+        """Nothing to release: the outer engine owns the connection."""
 
 
 class RegistryBase:
@@ -33,6 +53,15 @@ class RegistryBase:
 
     def _at(self, at_ms: int | None) -> int:
         return self._clock() if at_ms is None else int(at_ms)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Self]:
+        """A view of this registry whose calls share one transaction: committed when the block ends,
+        rolled back (nothing changed) when it raises. For one caller at a time (e.g. applying a config)."""
+        with self.engine.begin() as conn:
+            view = copy.copy(self)
+            view.engine = _OneConnection(conn)  # type: ignore[assignment]
+            yield view
 
     def close(self) -> None:
         """Release the engine's connections."""

@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from servemetrics.config import ConfigError, apply_config, load_config, parse_config, parse_duration
+from servemetrics.config import (
+    ConfigError,
+    apply_config,
+    load_config,
+    open_registry,
+    parse_config,
+    parse_duration,
+)
 from servemetrics.registry import Registry
 from servemetrics.registry import tables as t
 
@@ -111,7 +118,8 @@ def test_durations(value: object, seconds: float) -> None:
         (
             "organizations: [{name: a}]\nmodels: [{id: m, organization: a, deployments: [{id: d, replicas: "
             "[{id: r, targets: [localhost:8000]}]}]}]",
-            "'localhost:8000' is not a URL; write e.g. http://",
+            "target 'localhost:8000' is not an http:// or https:// URL; write e.g. "
+            "http://10.0.0.5:8080/metrics",
         ),
         (
             "organizations: [{name: a}]\nmodels: [{id: m, organization: a, environments: [{name: p, "
@@ -198,3 +206,177 @@ def test_reapply_appends_promotions_changes_instance_type_and_drops_removed_keys
     older = changed + '          - {deployment: d2, at: "2026-03-01T14:00:00Z"}\n'
     with pytest.raises(ConfigError, match="older than the latest recorded change"):
         apply_config(_parse(older), registry)  # type: ignore[arg-type]
+
+
+ORG = "organizations: [{name: a}]\n"
+RULE = "use 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit"
+
+
+def _model(body: str) -> str:
+    return ORG + "models: [{id: m, organization: a, " + body + "}]"
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (
+            "organizations:\n  - {name: acme, api_keys: [{key: same, type: WORKSPACE_MANAGE_ALL}]}\n"
+            "  - {name: other, api_keys: [{key: same, type: WORKSPACE_MANAGE_ALL}]}",
+            "config: the same API key is listed at organizations[0].api_keys[0] (organization 'acme') and at "
+            "organizations[1].api_keys[0] (organization 'other'); a key belongs to one organization and is "
+            "listed once: give each entry its own key",
+        ),
+        (
+            "organizations: [{name: acme, api_keys: [{key: k, type: PERSONAL}, {key: k, type: PERSONAL}]}]",
+            "config: the same API key is listed at organizations[0].api_keys[0] (organization 'acme') and at "
+            "organizations[0].api_keys[1] (organization 'acme'); a key belongs to one organization and is "
+            "listed once: give each entry its own key",
+        ),
+        (
+            "organizations: [{name: a, api_keys: [{key: k, type: WORKSPACE_EXPORT_METRICS, model_ids: "
+            "[nope]}]}]",
+            "config: organizations[0].api_keys[0] (organization 'a') is scoped to model_ids nope, which are "
+            "not under models; declare them there or use some of: (none)",
+        ),
+        (
+            _model("deployments: [{id: production}, {id: d1}]"),
+            "config: `models[0].deployments[0].id`: deployment id 'production' is reserved: `production` and "
+            "`development` name the deployment that environment serves; choose another id",
+        ),
+        (
+            _model("deployments: [{id: development}]"),
+            "config: `models[0].deployments[0].id`: deployment id 'development' is reserved: "
+            "`production` and "
+            "`development` name the deployment that environment serves; choose another id",
+        ),
+        (
+            ORG + "models: [{id: 'a/b', organization: a}]",
+            f"config: `models[0].id`: 'a/b' is not a valid model id: {RULE}",
+        ),
+        (
+            _model("deployments: [{id: 'x/y'}]"),
+            f"config: `models[0].deployments[0].id`: 'x/y' is not a valid deployment id: {RULE}",
+        ),
+        (
+            _model("deployments: [{id: d, replicas: [{id: 'r 1'}]}]"),
+            f"config: `models[0].deployments[0].replicas[0].id`: 'r 1' is not a valid replica id: {RULE}",
+        ),
+        (
+            _model("environments: [{name: 'production '}]"),
+            "config: `models[0].environments[0].name`: 'production ' is not a valid environment name: "
+            f"{RULE}",
+        ),
+        (
+            _model(
+                "deployments: [{id: d, replicas: [{id: r1, targets: [http://a/m]}, {id: r1, targets: "
+                "[http://b/m]}]}]"
+            ),
+            "config: `models[0].deployments[0]`: duplicate replica id r1; each must be unique",
+        ),
+        (
+            _model(
+                "deployments: [{id: d1}, {id: d2}], environments: [{name: p, promotions: ["
+                "{deployment: d1, at: '2026-01-01T00:00:00Z'}, {deployment: d2, at: "
+                "'2026-01-01T00:00:00Z'}]}]"
+            ),
+            "config: `models[0].environments[0]`: environment 'p' has two promotions at "
+            "2026-01-01T00:00:00Z; "
+            "give each promotion its own `at`",
+        ),
+        (
+            _model("deployments: [{id: d, replicas: [{id: r, targets: ['http://']}]}]"),
+            "config: `models[0].deployments[0].replicas[0].targets[0]`: target 'http://' has no host; "
+            "write e.g. "
+            "http://10.0.0.5:8080/metrics",
+        ),
+        (
+            _model("deployments: [{id: d, replicas: [{id: r, targets: ['http://exa mple/metrics']}]}]"),
+            "config: `models[0].deployments[0].replicas[0].targets[0]`: target 'http://exa "
+            "mple/metrics' contains "
+            "whitespace; write e.g. http://10.0.0.5:8080/metrics",
+        ),
+        ("retention: .inf", "config: `retention`: inf is not a finite duration; write e.g. 15s, 1m, 2h, 15d"),
+        (
+            "scrape_interval: .nan",
+            "config: `scrape_interval`: nan is not a finite duration; write e.g. 15s, 1m, 2h, 15d",
+        ),
+        (
+            "scrape_interval: 500ms\nscrape_timeout: 100ms",
+            "config: `scrape_interval`: must be at least 1s (got 0.5s)",
+        ),
+        ("retention: 30m", "config: `retention`: must be at least 1h (got 1800s)"),
+        (
+            "registry_url: not a url",
+            "config: `registry_url`: 'not a url' is not a SQLAlchemy URL; write "
+            "sqlite:///path/registry.sqlite3 "
+            "or postgresql+psycopg://user:pass@host:5432/db",
+        ),
+        (
+            "registry_url: 'postgresql://u@h/db'",
+            "config: `registry_url`: 'postgresql' is not a supported driver; write postgresql+psycopg://…",
+        ),
+    ],
+)
+def test_config_mistakes_are_config_errors(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        _parse(text)
+    assert str(err.value) == message
+
+
+def test_a_file_that_is_not_utf8_is_a_config_error(tmp_path: Path) -> None:
+    path = tmp_path / "binary.yaml"
+    path.write_bytes(b"listen: \xff\xfe\x00\x01")
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    assert str(err.value) == f"{path} is not a UTF-8 text file (byte 8 cannot be decoded); pass a YAML file"
+
+
+def test_a_failing_apply_changes_nothing(registry: Registry) -> None:
+    apply_config(_parse(CONFIG), registry)  # type: ignore[arg-type]
+    before = _counts(registry)
+    older = CONFIG.replace(
+        "  - name: other\n", "      - {key: acme-new-key, type: PERSONAL}\n  - name: other\n"
+    ).replace("name: v1\n", "name: renamed\n")
+    older += '          - {deployment: d1, at: "2026-03-01T13:15:00Z"}\n'
+    with pytest.raises(ConfigError) as err:
+        apply_config(_parse(older), registry)  # type: ignore[arg-type]
+    assert str(err.value) == (
+        "models[m1].environments[production]: the promotion of 'd1' at 1772370900000 ms is older than the "
+        "latest recorded change (1772371800000 ms); promotions can only be appended to the history"
+    )
+    assert _counts(registry) == before
+    assert registry.authenticate("acme-new-key") is None
+    d1 = registry.deployment("m1", "d1")
+    assert d1 is not None and d1.name == "v1"
+
+
+def test_a_registry_refusal_is_a_config_error_and_changes_nothing(registry: Registry) -> None:
+    registry.ensure_organization("acme")
+    registry.ensure_model("elsewhere", "x", "acme")
+    registry.create_deployment("elsewhere", "d2", "taken")
+    before = _counts(registry)
+    with pytest.raises(ConfigError) as err:
+        apply_config(_parse(CONFIG), registry)  # type: ignore[arg-type]
+    assert str(err.value) == "cannot apply the config to the registry: deployment 'd2' already exists"
+    assert _counts(registry) == before
+
+
+def test_open_registry_reports_a_bad_data_dir_and_an_unreachable_database(tmp_path: Path) -> None:
+    afile = tmp_path / "file"
+    afile.write_text("x")
+    with pytest.raises(ConfigError) as err:
+        open_registry(parse_config({"data_dir": str(afile)}))
+    assert str(err.value) == f"data_dir {afile} exists and is not a directory; point data_dir at a directory"
+    url = "postgresql+psycopg://nobody:secret@127.0.0.1:1/x"
+    with pytest.raises(ConfigError) as err:
+        open_registry(parse_config({"data_dir": str(tmp_path / "d"), "registry_url": url}))
+    message = str(err.value)
+    assert message.startswith("cannot open the registry at postgresql+psycopg://nobody:***@127.0.0.1:1/x (")
+    assert message.endswith(
+        "); check that PostgreSQL is running there and that the URL's host, port, user, password and "
+        "database are right"
+    )
+    assert "secret" not in message
+    registry = open_registry(parse_config({"data_dir": str(tmp_path / "new" / "dir")}))
+    registry.close()
+    assert (tmp_path / "new" / "dir").is_dir()
