@@ -495,9 +495,9 @@ def _apply_environment(model_id: str, env: EnvironmentConfig, registry: Registry
         )
     recorded: set[tuple[str, int]] = set()
     latest = None
-    for p in registry.promotions(model_id, env.name):
-        for at, _action, _percent in registry.promotion_steps(p.id):
-            recorded.add((p.deployment_id, at))
+    for rec in registry.promotions(model_id, env.name):
+        for at, _action, _percent in registry.promotion_steps(rec.id):
+            recorded.add((rec.deployment_id, at))
             latest = at if latest is None else max(latest, at)
     for p in sorted(env.promotions, key=lambda p: p.at):
         if (p.deployment, p.at) in recorded:

@@ -337,7 +337,7 @@ class EnvironmentsMixin(RegistryBase):
                 percent_traffic_to_new_version=start,
                 ended_at_ms=at if start == 100 else None,
             )
-            pid = int(conn.execute(insert(t.promotions).values(**values)).inserted_primary_key[0])
+            pid = int(conn.execute(insert(t.promotions).values(**values)).inserted_primary_key[0])  # type: ignore[index]
             self._step(conn, pid, at, "START", start)
             self._event(
                 conn,

@@ -34,7 +34,7 @@ class TenancyMixin(RegistryBase):
             if found is not None:
                 return found
             stmt = insert(t.organizations).values(name=name, created_at_ms=self._at(at_ms))
-            return int(conn.execute(stmt).inserted_primary_key[0])
+            return int(conn.execute(stmt).inserted_primary_key[0])  # type: ignore[index]
 
     def organization_id(self, name: str, conn: Connection | None = None) -> int | None:
         """The id of organization ``name`` or None."""
