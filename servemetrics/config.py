@@ -364,7 +364,10 @@ def parse_config(data: Any, source: str = "config") -> Config:
 
 
 def load_config(path: str | Path) -> Config:
-    """Read and validate the YAML file at ``path``; raises ConfigError."""
+    """Read and validate the YAML file at ``path``; raises ConfigError.
+
+    A relative ``data_dir`` (also the default ``data``) is taken relative to the file's directory.
+    """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -380,6 +383,9 @@ def load_config(path: str | Path) -> Config:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
         raise ConfigError(f"{path} is not valid YAML: {err}") from None
+    if isinstance(data, dict) and isinstance(data.get("data_dir", "data"), str):
+        # a relative data_dir is relative to the config file, whatever the working directory
+        data = {**data, "data_dir": str(path.parent / data.get("data_dir", "data"))}
     return parse_config(data, str(path))
 
 

@@ -72,6 +72,11 @@ def _body_fields(request: Request | None) -> str:
     )
 
 
+def _sent_json(request: Request | None) -> bool:
+    content_type = request.headers.get("content-type", "") if request is not None else "application/json"
+    return "json" in content_type.lower()
+
+
 def _describe_validation(exc: RequestValidationError, request: Request | None = None) -> str:
     errors = exc.errors()
     for err in errors:
@@ -82,6 +87,11 @@ def _describe_validation(exc: RequestValidationError, request: Request | None = 
             return f"the request body is not valid JSON: {detail}{at}; send a JSON object"
         if err.get("type") == "missing" and tuple(err.get("loc", ())) == ("body",):
             return f"the request body is missing; send a JSON object with {_body_fields(request)}"
+        if tuple(err.get("loc", ())) == ("body",) and not _sent_json(request):
+            return (
+                "the request body must be JSON: send it with the header Content-Type: application/json "
+                f"(curl: -H 'Content-Type: application/json'), a JSON object with {_body_fields(request)}"
+            )
     parts = []
     for err in errors:
         where = ".".join(str(p) for p in err.get("loc", ()) if p not in ("query", "body", "path"))

@@ -172,3 +172,14 @@ def test_ids_and_targets_say_what_is_allowed(client, path, body, error):
     res = client.post(path, json=body, headers=h(MANAGE))
     assert (res.status_code, res.json()) == (400, {"error": f"invalid request: {error}"})
     assert client.get("/v1/models/m1/deployments/d1/replicas", headers=h(MANAGE)).json()["replicas"] == []
+
+
+def test_a_form_encoded_body_says_to_send_json(client):
+    """`curl -d '{...}'` sends application/x-www-form-urlencoded: say which header fixes it."""
+    resp = client.post(
+        "/v1/models",
+        content=b'{"name": "x"}',
+        headers={**h(MANAGE), "Content-Type": "application/x-www-form-urlencoded"},
+    )
+    assert resp.status_code == 400
+    assert "Content-Type: application/json" in resp.json()["error"]

@@ -449,3 +449,25 @@ def test_bad_or_missing_json_body_says_so(client: TestClient) -> None:
             "percent, rolling"
         },
     )
+
+
+def test_promotion_percent_moves_a_rolling_promotion_and_100_completes_it(
+    client: TestClient, registry: Registry
+) -> None:
+    env = f"{BASE}/environments/production"
+    none = client.post(f"{env}/promotion_percent", headers=MANAGE, json={"percent": 50})
+    assert none.status_code == 409
+    client.post(f"{env}/promote", headers=MANAGE, json={"deployment_id": "d2", "percent": 25})
+    half = client.post(f"{env}/promotion_percent", headers=MANAGE, json={"percent": 50})
+    assert half.status_code == 200, half.text
+    assert half.json()["percent_traffic_to_new_version"] == 50
+    assert (
+        client.get(env, headers=MANAGE).json()["in_progress_promotion"]["percent_traffic_to_new_version"]
+        == 50
+    )
+    for bad in ({"percent": 101}, {"percent": "60"}, {}):
+        assert client.post(f"{env}/promotion_percent", headers=MANAGE, json=bad).status_code == 400
+    full = client.post(f"{env}/promotion_percent", headers=MANAGE, json={"percent": 100})
+    assert full.json()["status"] == "SUCCEEDED"
+    done = client.get(env, headers=MANAGE).json()
+    assert done["current_deployment"]["id"] == "d2" and done["in_progress_promotion"] is None

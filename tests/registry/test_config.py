@@ -380,3 +380,14 @@ def test_open_registry_reports_a_bad_data_dir_and_an_unreachable_database(tmp_pa
     registry = open_registry(parse_config({"data_dir": str(tmp_path / "new" / "dir")}))
     registry.close()
     assert (tmp_path / "new" / "dir").is_dir()
+
+
+def test_relative_data_dir_is_relative_to_the_config_file(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "conf" / "a.yaml").write_text("data_dir: store\n")
+    (tmp_path / "conf" / "b.yaml").write_text("listen: 127.0.0.1:8321\n")
+    (tmp_path / "conf" / "c.yaml").write_text(f"data_dir: {tmp_path / 'abs'}\n")
+    monkeypatch.chdir(tmp_path)
+    assert load_config("conf/a.yaml").data_dir == Path("conf/store")
+    assert load_config(tmp_path / "conf" / "b.yaml").data_dir == tmp_path / "conf" / "data"
+    assert load_config("conf/c.yaml").data_dir == tmp_path / "abs"

@@ -408,9 +408,11 @@ def promote(registry: RegistryDep, model: ManageModel, env_name: str, body: Prom
     return deployment_v1(registry, found)
 
 
-def _env_action(registry: Registry, model: ModelInfo, env_name: str, method: Callable[..., Any]) -> Any:
+def _env_action(
+    registry: Registry, model: ModelInfo, env_name: str, method: Callable[..., Any], *args: Any
+) -> Any:
     resolve_environment(registry, model, env_name)
-    return _call(method, model.id, env_name)
+    return _call(method, model.id, env_name, *args)
 
 
 @router.post("/models/{model_id}/environments/{env_name}/activate")
@@ -432,6 +434,25 @@ def cancel_promotion(registry: RegistryDep, model: ManageModel, env_name: str) -
     """Cancel the running promotion → ``{status: CANCELED, message}``; 409 if none is running."""
     promotion = _env_action(registry, model, env_name, registry.cancel_promotion)
     return {"status": promotion.status, "message": f"promotion of {promotion.deployment_id} canceled"}
+
+
+class PercentBody(_Body):
+    """Body of ``POST …/environments/{env_name}/promotion_percent`` (our extension)."""
+
+    percent: int = Field(ge=0, le=100, strict=True)
+
+
+@router.post("/models/{model_id}/environments/{env_name}/promotion_percent")
+def set_promotion_percent(
+    registry: RegistryDep, model: ManageModel, env_name: str, body: PercentBody
+) -> dict[str, Any]:
+    """Move the running rolling promotion to ``percent`` % of traffic on the new deployment (100
+    completes it) → ``{status, percent_traffic_to_new_version}``; 409 if none is running."""
+    promotion = _env_action(registry, model, env_name, registry.set_promotion_percent, body.percent)
+    return {
+        "status": promotion.status,
+        "percent_traffic_to_new_version": promotion.percent_traffic_to_new_version,
+    }
 
 
 def _control(name: str, doc: str) -> None:
