@@ -16,8 +16,10 @@ class UnknownMetricError(ValueError):
 
     def __init__(self, names: Sequence[str]) -> None:
         self.names = list(names)
+        shown = [n if len(n) <= 80 else n[:77] + "..." for n in self.names[:10]]
+        more = f" and {len(self.names) - 10} more" if len(self.names) > 10 else ""
         super().__init__(
-            "unknown metric name(s): " + ", ".join(self.names) + ". Known names: " + ", ".join(CATALOG)
+            "unknown metric name(s): " + ", ".join(shown) + more + ". Known names: " + ", ".join(CATALOG)
         )
 
 

@@ -182,3 +182,17 @@ def test_epoch_seconds_are_rejected_with_a_hint(client):
     resp = get(client, ENV, mode="SUMMARY", start_epoch_millis=1_767_225_600, end_epoch_millis=at(120))
     assert resp.status_code == 400
     assert "looks like seconds" in resp.json()["error"] and "1767225600000" in resp.json()["error"]
+
+
+def test_unknown_query_parameter_is_400_naming_it(client):
+    resp = get(client, ENV, mode="SUMMARY", start_ms=T0)
+    assert resp.status_code == 400
+    assert "start_ms" in resp.json()["error"] and "start_epoch_millis" in resp.json()["error"]
+
+
+def test_unknown_metric_error_is_bounded(client):
+    names = ["x" * 5000] + [f"bad_{i}" for i in range(30)]
+    resp = get(client, ENV, mode="SUMMARY", metrics=names)
+    assert resp.status_code == 400
+    error = resp.json()["error"]
+    assert "and 21 more" in error and len(error) < 2000

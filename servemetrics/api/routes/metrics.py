@@ -22,6 +22,7 @@ from servemetrics.query.value_sets import Timeline
 from servemetrics.query.windows import Mode, WindowError
 
 router = APIRouter(tags=["metrics"])
+QUERY_PARAMETERS = frozenset({"mode", "start_epoch_millis", "end_epoch_millis", "metrics"})
 
 ModeQ = Annotated[
     Mode,
@@ -47,6 +48,12 @@ def _answer(
     names: list[str] | None,
     timeline_of: Callable[[int, int], Timeline],
 ) -> dict[str, object]:
+    unknown = sorted(set(request.query_params) - QUERY_PARAMETERS)
+    if unknown:
+        raise bad_request(
+            f"unknown query parameter(s): {', '.join(unknown)[:200]}; this endpoint takes "
+            + ", ".join(sorted(QUERY_PARAMETERS))
+        )
     service = request.app.state.service
     try:
         plan = build_plan(model_id, mode, start, end, names, timeline_of, service.clock())
