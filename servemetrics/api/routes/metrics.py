@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BeforeValidator
 
 from servemetrics.api.deps import ReadModel, RegistryDep, resolve_deployment, resolve_environment
@@ -39,75 +40,73 @@ MetricsQ = Annotated[
 ]
 
 
-def _answer(
+@dataclass(frozen=True)
+class MetricsParams:
+    """The query parameters both metrics endpoints take (epoch ms; ``metrics`` None = default set)."""
+
+    mode: Mode
+    start_epoch_millis: int | None
+    end_epoch_millis: int | None
+    metrics: list[str] | None
+
+
+def metrics_params(
     request: Request,
-    model_id: str,
-    mode: Mode,
-    start: int | None,
-    end: int | None,
-    names: list[str] | None,
-    timeline_of: Callable[[int, int], Timeline],
-) -> dict[str, object]:
+    mode: ModeQ = Mode.CURRENT,
+    start_epoch_millis: StartQ = None,
+    end_epoch_millis: EndQ = None,
+    metrics: MetricsQ = None,
+) -> MetricsParams:
+    """Validated query parameters; 400 naming any parameter the endpoints do not take."""
     unknown = sorted(set(request.query_params) - QUERY_PARAMETERS)
     if unknown:
         raise bad_request(
             f"unknown query parameter(s): {', '.join(unknown)[:200]}; this endpoint takes "
             + ", ".join(sorted(QUERY_PARAMETERS))
         )
+    return MetricsParams(mode, start_epoch_millis, end_epoch_millis, metrics)
+
+
+Params = Annotated[MetricsParams, Depends(metrics_params)]
+
+
+def _answer(
+    request: Request, model_id: str, p: MetricsParams, timeline_of: Callable[[int, int], Timeline]
+) -> dict[str, object]:
     service = request.app.state.service
     try:
-        plan = build_plan(model_id, mode, start, end, names, timeline_of, service.clock())
+        plan = build_plan(
+            model_id,
+            p.mode,
+            p.start_epoch_millis,
+            p.end_epoch_millis,
+            p.metrics,
+            timeline_of,
+            service.clock(),
+        )
     except (WindowError, UnknownMetricError) as exc:
         raise bad_request(str(exc)) from exc
     started = time.perf_counter()
     body = execute(plan, service.store)
-    service.metrics.query_latency.labels(mode.value).observe(time.perf_counter() - started)
+    service.metrics.query_latency.labels(p.mode.value).observe(time.perf_counter() - started)
     return body
 
 
 @router.get("/v1/models/{model_id}/environments/{env_name}/metrics", response_model=MetricsResponse)
 def environment_metrics(
-    request: Request,
-    registry: RegistryDep,
-    model: ReadModel,
-    env_name: str,
-    mode: ModeQ = Mode.CURRENT,
-    start_epoch_millis: StartQ = None,
-    end_epoch_millis: EndQ = None,
-    metrics: MetricsQ = None,
+    request: Request, registry: RegistryDep, model: ReadModel, env_name: str, params: Params
 ) -> dict[str, object]:
     """Metrics aggregated across every deployment that served the environment, split at promotions."""
     env = resolve_environment(registry, model, env_name)
     return _answer(
-        request,
-        model.id,
-        mode,
-        start_epoch_millis,
-        end_epoch_millis,
-        metrics,
-        lambda s, e: registry.serving_timeline(model.id, env.name, s, e),
+        request, model.id, params, lambda s, e: registry.serving_timeline(model.id, env.name, s, e)
     )
 
 
 @router.get("/v1/models/{model_id}/deployments/{deployment_id}/metrics", response_model=MetricsResponse)
 def deployment_metrics(
-    request: Request,
-    registry: RegistryDep,
-    model: ReadModel,
-    deployment_id: str,
-    mode: ModeQ = Mode.CURRENT,
-    start_epoch_millis: StartQ = None,
-    end_epoch_millis: EndQ = None,
-    metrics: MetricsQ = None,
+    request: Request, registry: RegistryDep, model: ReadModel, deployment_id: str, params: Params
 ) -> dict[str, object]:
     """Metrics of one deployment (``production`` / ``development`` name that environment's deployment)."""
     dep = resolve_deployment(registry, model, deployment_id)
-    return _answer(
-        request,
-        model.id,
-        mode,
-        start_epoch_millis,
-        end_epoch_millis,
-        metrics,
-        lambda s, e: [(s, frozenset({dep.id}))],
-    )
+    return _answer(request, model.id, params, lambda s, e: [(s, frozenset({dep.id}))])
