@@ -6,6 +6,7 @@ Used by ``servemetrics import``; the parsing is ``ingest.backfill.iter_backfill`
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import httpx
 
 from servemetrics.config import Config, apply_config
 from servemetrics.ingest.backfill import BackfillError, iter_backfill
+from servemetrics.ingest.samples import MAX_FUTURE_MS
 from servemetrics.registry import Registry
 
 Progress = Callable[[int, int | None], None]
@@ -98,6 +100,11 @@ def into_data_dir(
         stored = 0
         try:
             for batch in iter_backfill(path, labels, progress=progress):
+                if len(batch) and int(batch.ts_ms.max()) >= time.time() * 1000 + MAX_FUTURE_MS:
+                    raise ImportFailed(
+                        f"stopped after {stored} samples: a sample is over 10 minutes in the future; "
+                        "backfill timestamps are in seconds"
+                    )
                 stored += store.append(batch)
         except (BackfillError, UnicodeDecodeError) as exc:
             raise ImportFailed(f"stopped after {stored} samples: {exc}") from exc

@@ -29,6 +29,11 @@ class Sample(NamedTuple):
         return (self.name, self.labels)
 
 
+MAX_FUTURE_MS = 10 * 60 * 1000
+"""Samples more than this ahead of the ingesting clock are refused (Prometheus TSDB does the same): one
+future timestamp would otherwise move the store's sealed range past now."""
+
+
 @dataclass
 class SampleBatch:
     """Many samples in columnar form.
@@ -65,6 +70,14 @@ class SampleBatch:
             ts_ms=np.asarray(ts, dtype=np.int64),
             values=np.asarray(vals, dtype=np.float64),
         )
+
+    def before(self, limit_ms: int) -> tuple[SampleBatch, int]:
+        """The batch without samples at or after ``limit_ms``, and how many were dropped."""
+        keep = self.ts_ms < limit_ms
+        dropped = int(keep.size - np.count_nonzero(keep))
+        if not dropped:
+            return self, 0
+        return SampleBatch(self.series, self.series_index[keep], self.ts_ms[keep], self.values[keep]), dropped
 
     def samples(self) -> Iterable[Sample]:
         """Iterate the batch as ``Sample`` rows (for tests and small batches)."""

@@ -28,7 +28,7 @@ import httpx
 
 from servemetrics.ingest.adapters import adapt
 from servemetrics.ingest.exposition import ExpositionError, parse_exposition
-from servemetrics.ingest.samples import Sample, SampleBatch
+from servemetrics.ingest.samples import MAX_FUTURE_MS, Sample, SampleBatch
 from servemetrics.selfmetrics import SelfMetrics
 from servemetrics.types import SeriesKey, labels_of
 
@@ -119,7 +119,9 @@ class Scraper:
         up = Sample(
             "up", labels_of({**target.label_dict, "instance": target.url}), 1.0 if result.up else 0.0, ts
         )
-        batch = SampleBatch.from_samples([*result.samples, up])
+        batch, ahead = SampleBatch.from_samples([*result.samples, up]).before(ts + MAX_FUTURE_MS)
+        if ahead:
+            log.warning("dropped %d samples of %s timestamped over 10 minutes ahead", ahead, target.url)
         result.stored = await anyio.to_thread.run_sync(self._append, batch)
         self._observe(target, result, time.perf_counter() - started)
         self.last[target.url] = result

@@ -116,8 +116,13 @@ def decimals_needed(values: np.ndarray) -> np.ndarray:
 def encode_values(values: np.ndarray, decimals: int) -> bytes:
     """Encode float64 values; ``decimals`` is the chunk's max of ``decimals_needed`` (255 = raw)."""
     if decimals != _VAL_RAW:
-        ints = np.rint(values * _SCALES[decimals]).astype(np.int64)
-        return bytes([decimals]) + encode_ints(ints)
+        with np.errstate(invalid="ignore", over="ignore"):
+            scaled = np.rint(values * _SCALES[decimals])
+            # each value is exact at its own decimals; at the chunk's (larger) count a big value may
+            # leave the exact-integer range of float64 or not round-trip: then store the chunk raw
+            exact = bool(np.all(np.abs(scaled) < 2.0**53) and np.all(scaled / _SCALES[decimals] == values))
+        if exact:
+            return bytes([decimals]) + encode_ints(scaled.astype(np.int64))
     bits = values.view(np.uint64)
     xor = np.bitwise_xor(bits, np.concatenate(([np.uint64(0)], bits[:-1])))
     return bytes([_VAL_RAW]) + _pack(0, 0, 0, xor)

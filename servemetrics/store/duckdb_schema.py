@@ -76,7 +76,7 @@ def build_rows(
 def _chunk_rows(sid: np.ndarray, ts: np.ndarray, val: np.ndarray) -> pa.Table:
     chunk = ts // CHUNK_MS
     st = _starts(sid, chunk)
-    ends = np.append(st[1:], ts.size)
+    ends = np.append(st[1:], ts.size) if st.size else st  # no rows: no chunks, no rollups
     decimals = codec.decimals_needed(val)
     dec = np.maximum.reduceat(decimals, st) if st.size else decimals
     ts_enc = [codec.encode_ts(ts[a:b]) for a, b in zip(st.tolist(), ends.tolist(), strict=True)]
@@ -102,7 +102,7 @@ def _rollup_rows(
 ) -> pa.Table:
     bucket = ts // ROLLUP_MS
     st = _starts(sid, bucket)
-    ends = np.append(st[1:], ts.size)
+    ends = np.append(st[1:], ts.size) if st.size else st  # no rows: no chunks, no rollups
     rest = inc.copy()
     rest[st] = 0.0
     sums = np.add.reduceat(val, st) if st.size else val

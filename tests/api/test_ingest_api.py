@@ -184,3 +184,21 @@ def test_import_bucket_with_bad_le_is_400(client):
         headers=_h(MANAGE),
     )
     assert resp.status_code == 400, resp.text
+
+
+def test_samples_far_in_the_future_are_refused(client):
+    """The service's clock is T0 + 600 s: 10 minutes ahead of it is refused, nothing stored."""
+    future = _rw("m1", "d1", [(0, 1), (600 + 601, 2)])
+    resp = client.post("/api/v1/write", content=future, headers=_h(MANAGE))
+    assert resp.status_code == 400 and "in the future" in resp.json()["error"]
+    body = f"# TYPE a counter\nbaseten_inference_requests_total 1 {T0 / 1000 + 1300:.0f}\n# EOF\n".encode()
+    resp = client.post(
+        "/v1/import",
+        params={"model_id": "m1", "deployment_id": "d1", "replica": "r1"},
+        content=body,
+        headers=_h(MANAGE),
+    )
+    assert resp.status_code == 400 and "in the future" in resp.json()["error"]
+    params = {"mode": "SUMMARY", "metrics": REQ}
+    got = client.get("/v1/models/m1/deployments/d1/metrics", headers=_h(READ), params=params).json()
+    assert got["metric_descriptors"] == []

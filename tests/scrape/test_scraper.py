@@ -193,3 +193,15 @@ def test_counter_relabelled_by_a_promotion_is_not_counted_again(exporter: Export
         )
     )
     assert res[()][0].total == 0.0  # the 5 between the two label sets are lost, never 10005 counted
+
+
+def test_samples_timestamped_far_ahead_are_dropped(exporter: Exporter):
+    ahead = T0 + 3_600_000
+    exporter.body = (
+        f"# TYPE baseten_replicas_active gauge\nbaseten_replicas_active 4 {ahead}\n"
+        "# TYPE baseten_replicas_starting gauge\nbaseten_replicas_starting 1\n"
+    ).encode()
+    store = MemoryStore()
+    assert _scrape(store, Target(exporter.url, LABELS), T0).up
+    assert _last(store, "baseten_replicas_starting", T0) == 1.0
+    assert store.stats().samples == 2  # replicas_starting and up; not the sample an hour ahead

@@ -27,7 +27,7 @@ from servemetrics.ingest.adapters import TARGET_LABELS, adapt
 from servemetrics.ingest.backfill import BackfillError, iter_backfill
 from servemetrics.ingest.exposition import normalise_le
 from servemetrics.ingest.remote_write import RemoteWriteError, decode_write_request
-from servemetrics.ingest.samples import Sample, SampleBatch
+from servemetrics.ingest.samples import MAX_FUTURE_MS, Sample, SampleBatch
 from servemetrics.registry import KeyInfo, Registry
 from servemetrics.types import labels_of
 
@@ -66,6 +66,16 @@ def _checked_buckets(samples: list[Sample]) -> list[Sample]:
     return out
 
 
+def _not_ahead(batch: SampleBatch, now_ms: int) -> SampleBatch:
+    """``batch``, or a 400 when a sample is over 10 minutes ahead of the service's clock."""
+    if len(batch) and int(batch.ts_ms.max()) >= now_ms + MAX_FUTURE_MS:
+        raise bad_request(
+            f"a sample is timestamped {int(batch.ts_ms.max()) - now_ms} ms ahead of this service's clock; "
+            "samples over 10 minutes in the future are refused (check the sender's clock and timestamp unit)"
+        )
+    return batch
+
+
 def _check_owner(registry: Registry, key: KeyInfo, samples: list[Sample]) -> None:
     ids = {(dict(s.labels).get("model_id", ""), dict(s.labels).get("deployment_id", "")) for s in samples}
     for model_id, deployment_id in sorted(ids):
@@ -96,7 +106,9 @@ async def remote_write(request: Request, registry: RegistryDep, key: ManageAuth)
         raise bad_request(f"not a usable remote_write 1.0 body: {exc}") from exc
     _check_owner(registry, key, samples)
     service = request.app.state.service
-    stored = service.store.append(SampleBatch.from_samples(_adapt_by_target(samples)))
+    stored = service.store.append(
+        _not_ahead(SampleBatch.from_samples(_adapt_by_target(samples)), service.clock())
+    )
     service.metrics.samples_appended.labels("remote_write").inc(stored)
     return Response(status_code=204)
 
@@ -126,7 +138,7 @@ async def import_openmetrics(
         stored = batches = 0
         try:
             for batch in iter_backfill(tmp.name, labels, workers=1):
-                stored += service.store.append(batch)
+                stored += service.store.append(_not_ahead(batch, service.clock()))
                 batches += 1
         except (BackfillError, UnicodeDecodeError) as exc:
             raise bad_request(f"import stopped after {stored} samples: {exc}") from exc
