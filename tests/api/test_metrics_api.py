@@ -100,11 +100,14 @@ def test_series_split_at_promotion_validates_against_spec(client, metrics_respon
     assert reqs == [[0.0, 0.0, 0.0], [10.0, 0.0, 0.0], [None, None, None], [0.0, 0.0, 3.0], [0.0, 0.0, 0.0]]
 
 
-def test_bearer_and_api_key_both_work(client):
+def test_bearer_and_api_key_both_work(client, metrics_response_validator):
     a = get(client, ENV, scheme="Bearer", mode="SUMMARY", start_epoch_millis=T0, end_epoch_millis=at(120))
     b = get(client, ENV, scheme="Api-Key", mode="SUMMARY", start_epoch_millis=T0, end_epoch_millis=at(120))
     assert a.status_code == b.status_code == 200
+    metrics_response_validator.validate(a.json())
     assert a.json() == b.json()
+    # d1 (2 replicas) served [0, 45 s), d2 (5) from 45 s: SUMMARY counts both, each at its mean
+    assert a.json()["metric_values"][0]["values"][0] == [7.0]
 
 
 def test_deployment_scope_reads_one_deployment(client, metrics_response_validator):
@@ -172,10 +175,12 @@ def test_own_metrics_count_queries(client):
     assert 'servemetrics_query_duration_seconds_count{mode="SUMMARY"} 1.0' in text
 
 
-def test_lower_case_mode_is_accepted(client):
+def test_lower_case_mode_is_accepted(client, metrics_response_validator):
     lower = get(client, ENV, mode="summary", start_epoch_millis=T0, end_epoch_millis=at(120))
     upper = get(client, ENV, mode="SUMMARY", start_epoch_millis=T0, end_epoch_millis=at(120))
     assert lower.status_code == 200 and lower.json() == upper.json()
+    metrics_response_validator.validate(lower.json())
+    assert lower.json()["mode"] == "SUMMARY"
 
 
 def test_epoch_seconds_are_rejected_with_a_hint(client):
