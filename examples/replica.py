@@ -4,13 +4,23 @@ It exports the platform's request metrics under their canonical names and a repl
 process collector (CPU seconds, resident memory). Requests are recorded by ``POST /observe`` (exact, for
 tests) or simulated with ``--simulate RPS`` (for the example).
 
-    python examples/replica.py --port 9101 [--simulate 5]
+It also serves as a model behind the gateway (docs/gateway.md):
+
+- ``POST /predict`` streams ``tokens`` tokens (chunked; ``text/event-stream`` events when the request
+  accepts them or ``sse=1``), one every ``token_ms`` ms (``--token-ms``, default 20), after ``delay_ms``
+  ms. ``status=500`` (any code) answers that status with a short JSON body instead. Every answer names
+  the replica (``--name``) in ``X-Replica``. Other paths (``/echo`` ...) answer the method, path and body.
+- ``GET /health`` is 200 while healthy; ``POST /health?healthy=0`` makes it answer 503 (``=1`` heals).
+
+    python examples/replica.py --port 9101 [--simulate 5] [--token-ms 20] [--name r1]
     curl -X POST 'localhost:9101/observe?status=200&seconds=0.25&count=3'
+    curl -N -X POST 'localhost:9101/predict?tokens=5&delay_ms=100' -d '{"prompt": "hi"}'
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import threading
 import time
@@ -44,12 +54,65 @@ def observe(status: str, seconds: float, count: int = 1) -> None:
         LATENCY.labels("false").observe(seconds)
 
 
+class Model:
+    """What ``/predict`` and ``/health`` do (set from the command line)."""
+
+    name = "replica"
+    token_ms = 20.0
+    healthy = True
+
+
 class Handler(BaseHTTPRequestHandler):
-    """``GET /metrics`` and ``POST /observe?status=&seconds=&count=``."""
+    """``GET /metrics``, ``GET /health``, ``POST /observe``, ``POST /predict``, ``POST /health`` and
+    an echo of any other path (HTTP/1.1 with keep-alive, so a gateway can pool connections)."""
+
+    protocol_version = "HTTP/1.1"
+
+    def _reply(self, status: int, body: bytes, content_type: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("X-Replica", Model.name)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _body(self) -> bytes:
+        return self.rfile.read(int(self.headers.get("Content-Length") or 0))
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _predict(self, q: dict[str, str]) -> None:
+        body = self._body()
+        time.sleep(float(q.get("delay_ms", "0")) / 1000)
+        status = int(q.get("status", "200"))
+        if status != 200:
+            self._reply(status, json.dumps({"error": f"asked for {status}", "replica": Model.name}).encode())
+            return
+        sse = q.get("sse") == "1" or "text/event-stream" in self.headers.get("Accept", "")
+        token_s = float(q.get("token_ms", Model.token_ms)) / 1000
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream" if sse else "text/plain; charset=utf-8")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("X-Replica", Model.name)
+        self.end_headers()
+        for i in range(int(q.get("tokens", "5"))):
+            if i:
+                time.sleep(token_s)
+            token = f"{Model.name}-tok{i} (in {len(body)} B)"
+            self._chunk(f"data: {token}\n\n".encode() if sse else f"{token}\n".encode())
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
     def do_GET(self) -> None:  # noqa: N802
-        if urlparse(self.path).path != "/metrics":
-            self.send_error(404)
+        path = urlparse(self.path).path
+        if path == "/health":
+            ok = Model.healthy
+            self._reply(200 if ok else 503, json.dumps({"status": "ok" if ok else "unhealthy"}).encode())
+            return
+        if path != "/metrics":
+            self._echo()
             return
         body = generate_latest(REGISTRY)
         self.send_response(200)
@@ -61,12 +124,28 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:  # noqa: N802
         url = urlparse(self.path)
         q = {k: v[0] for k, v in parse_qs(url.query).items()}
-        if url.path != "/observe":
-            self.send_error(404)
+        if url.path == "/predict":
+            self._predict(q)
             return
+        if url.path == "/health":
+            Model.healthy = q.get("healthy", "1") != "0"
+            self._reply(200, json.dumps({"healthy": Model.healthy}).encode())
+            return
+        if url.path != "/observe":
+            self._echo()
+            return
+        self._body()
         observe(q.get("status", "200"), float(q.get("seconds", "0.1")), int(q.get("count", "1")))
         self.send_response(204)
+        self.send_header("Content-Length", "0")
         self.end_headers()
+
+    def _echo(self) -> None:
+        body = self._body().decode("utf-8", "replace")
+        out = {"method": self.command, "path": self.path, "body": body, "replica": Model.name}
+        self._reply(200, json.dumps(out).encode())
+
+    do_PUT = do_DELETE = do_PATCH = _echo  # noqa: N815
 
     def log_message(self, *args: object) -> None:
         pass
@@ -86,10 +165,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=9101)
     parser.add_argument("--simulate", type=float, default=0.0, help="requests per second to simulate")
+    parser.add_argument("--token-ms", type=float, default=20.0, help="ms between streamed tokens of /predict")
+    parser.add_argument("--name", default=None, help="replica name in answers (default replica-PORT)")
     args = parser.parse_args()
+    Model.name = args.name or f"replica-{args.port}"
+    Model.token_ms = args.token_ms
     if args.simulate > 0:
         threading.Thread(target=simulate, args=(args.simulate,), daemon=True).start()
-    ThreadingHTTPServer(("127.0.0.1", args.port), Handler).serve_forever()
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True
+    server.serve_forever()
 
 
 if __name__ == "__main__":

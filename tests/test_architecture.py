@@ -15,6 +15,7 @@ ALLOWED: dict[str, set[str]] = {
     "store": {"types", "catalog", "ingest", "store"},
     "registry": {"types", "registry"},
     "query": {"types", "catalog", "store", "query"},
+    "gateway": {"types", "catalog", "registry", "gateway"},
 }
 """Layer -> the layers it may import. ``api``, ``cli``, ``config`` and ``importer`` sit on top."""
 

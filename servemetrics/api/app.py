@@ -2,7 +2,8 @@
 
 Wiring happens here and in ``cli.py`` only (STYLE: config is read at the edge and passed down).
 The lifespan opens the registry (applying the YAML's static declarations), the sample store, starts the
-scraper over the registry's targets (refreshed every ``TARGET_REFRESH_S``) and the retention loop.
+scraper over the registry's targets (refreshed every ``TARGET_REFRESH_S``) and the retention loop, and
+the gateway (docs/gateway.md), whose ``/gateway/metrics`` the scraper reads like any target.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from fastapi import FastAPI
 from servemetrics import __version__
 from servemetrics.api.errors import install_error_handlers
 from servemetrics.api.routes import export, ingest, inventory, management, metrics
+from servemetrics.api.routes import gateway as gateway_routes
 from servemetrics.config import Config, apply_config
+from servemetrics.gateway import Gateway, GatewayOptions
 from servemetrics.ingest.scraper import Scraper, Target
 from servemetrics.registry import Registry
 from servemetrics.selfmetrics import SelfMetrics
@@ -42,6 +45,7 @@ class Service:
     metrics: SelfMetrics
     clock: Callable[[], int]
     scraper: Scraper | None = None
+    gateway: Gateway | None = None
 
 
 def wall_clock_ms() -> int:
@@ -49,8 +53,15 @@ def wall_clock_ms() -> int:
     return int(time.time() * 1000)
 
 
-def _targets(registry: Registry) -> list[Target]:
-    out = []
+def gateway_target(config: Config) -> Target:
+    """The gateway's ``/gateway/metrics`` on this service's own address, with no registry labels: its
+    series carry their own ``model_id``, ``deployment_id``, ``environment`` ... (``adapt`` keeps them)."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "": "127.0.0.1"}.get(config.host, config.host)
+    return Target(f"http://{host}:{config.port}/gateway/metrics", ())
+
+
+def _targets(registry: Registry, extra: tuple[Target, ...] = ()) -> list[Target]:
+    out = list(extra)
     for t in registry.list_targets():
         labels = {
             k: v
@@ -71,7 +82,8 @@ async def _refresh_targets(service: Service) -> None:
     assert service.scraper is not None
     while True:
         try:
-            service.scraper.set_targets(await asyncio.to_thread(_targets, service.registry))
+            extra = (gateway_target(service.config),) if service.gateway is not None else ()
+            service.scraper.set_targets(await asyncio.to_thread(_targets, service.registry, extra))
         except Exception:
             log.exception("refreshing scrape targets failed; keeping the previous ones")
         await asyncio.sleep(TARGET_REFRESH_S)
@@ -93,6 +105,8 @@ def create_app(
     scrape: bool = True,
     clock: Callable[[], int] = wall_clock_ms,
     store: Store | None = None,
+    gateway: bool = True,
+    gateway_options: GatewayOptions | None = None,
 ) -> FastAPI:
     """Build the service for ``config``.
 
@@ -101,6 +115,8 @@ def create_app(
         scrape: start the scraper (tests of the API alone pass False).
         clock: epoch-ms clock used for "now" (tests pin it).
         store: a store to use instead of the DuckDB file in ``config.data_dir`` (tests).
+        gateway: mount the inference paths and ``/gateway/metrics`` and run the gateway.
+        gateway_options: the gateway's tunables (default ``GatewayOptions()``).
     """
 
     @contextlib.asynccontextmanager
@@ -117,6 +133,11 @@ def create_app(
         service = Service(config, registry, opened, SelfMetrics(), clock)
         app.state.service = service
         app.state.registry = registry
+        if gateway:
+            service.gateway = app.state.gateway = Gateway(
+                registry, clock, gateway_options or GatewayOptions()
+            )
+            await service.gateway.start()
         tasks: list[asyncio.Task[None]] = []
         async with httpx.AsyncClient() as client:
             if scrape:
@@ -137,6 +158,8 @@ def create_app(
                 await asyncio.gather(*tasks, return_exceptions=True)
                 if service.scraper is not None:
                     await service.scraper.stop()
+                if service.gateway is not None:
+                    await service.gateway.stop()
                 service.store.close()
                 registry.close()
 
@@ -149,4 +172,7 @@ def create_app(
     install_error_handlers(app)
     for module in (metrics, management, inventory, ingest, export):
         app.include_router(module.router)
+    if gateway:
+        app.include_router(gateway_routes.router)
+        app.add_middleware(gateway_routes.InvalidateOnChange)
     return app

@@ -1,6 +1,8 @@
 """THE catalog: every canonical metric the API serves, one row each.
 
-Rows follow ``platform-facts.md`` §1 (the 19 platform metrics) plus three DCGM-derived GPU metrics.
+Rows follow ``platform-facts.md`` §1 (the 19 platform metrics) plus three DCGM-derived GPU metrics and
+two that our gateway exports (``baseten_incoming_inference_requests_total``, ``baseten_replicas_desired``;
+docs/gateway.md).
 Conversions made at ingest so that the API reports the unit given here:
 
 - ``baseten_gpu_utilization`` is stored as a 0-1 RATIO (the platform exports percent 0-100; DCGM's
@@ -43,6 +45,13 @@ _ROWS: tuple[MetricDef, ...] = (
         by_label="status_code",
         label_sets=STATUS_LABEL_SETS,
     ),
+    MetricDef(
+        "baseten_incoming_inference_requests_total",
+        Kind.COUNTER,
+        Unit.COUNT,
+        _SUM,
+        "Requests that arrived at the gateway in the step (counted at arrival, before queueing).",
+    ),
     _hist(
         "baseten_end_to_end_response_time_seconds",
         Unit.SECONDS,
@@ -69,6 +78,14 @@ _ROWS: tuple[MetricDef, ...] = (
         Unit.COUNT,
         _SUM,
         "Replicas starting: waiting for resources or loading the model.",
+        scope=_DEP,
+    ),
+    MetricDef(
+        "baseten_replicas_desired",
+        Kind.GAUGE,
+        Unit.COUNT,
+        _SUM,
+        "Replicas the autoscaling settings ask for at the current concurrency (docs/gateway.md).",
         scope=_DEP,
     ),
     MetricDef(

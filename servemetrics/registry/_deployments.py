@@ -336,6 +336,45 @@ class DeploymentsMixin(RegistryBase):
             assert row is not None
             return _replica_info(row, deployment_id)
 
+    def set_replica_status(
+        self,
+        model_id: str,
+        deployment_id: str,
+        replica_id: str,
+        status: str,
+        reason: str | None = None,
+        at_ms: int | None = None,
+    ) -> bool:
+        """Set a replica's status (a health checker's verdict); False if unchanged.
+
+        FAILED and TERMINATED also set ``terminated_at_ms`` and record REPLICA_TERMINATED with
+        ``details {replica, old_status, status, reason}``. NotFound if the replica does not exist.
+        """
+        if status not in t.REPLICA_STATUSES:
+            raise InvalidValue(f"unknown replica status {status!r}; use {', '.join(t.REPLICA_STATUSES)}")
+        at = self._at(at_ms)
+        ended = status in ("FAILED", "TERMINATED")
+        with self.engine.begin() as conn:
+            self._must_deployment(model_id, deployment_id, conn)
+            row = self._replica_row(conn, deployment_id, replica_id)
+            if row is None:
+                raise NotFound(f"deployment {deployment_id!r} has no replica {replica_id!r}")
+            if row.status == status:
+                return False
+            values: dict[str, Any] = {"status": status, "terminated_at_ms": at if ended else None}
+            conn.execute(update(t.replicas).where(t.replicas.c.id == row.id).values(**values))
+            if ended:
+                details = {
+                    "replica": replica_id,
+                    "old_status": row.status,
+                    "status": status,
+                    "reason": reason,
+                }
+                self._event(
+                    conn, model_id, "REPLICA_TERMINATED", at, deployment_id=deployment_id, details=details
+                )
+            return True
+
     def ensure_target(
         self,
         model_id: str,

@@ -143,7 +143,7 @@ class TargetInfo:
     ``environment`` is the environment the deployment serves ("" if none); ``rollout_phase`` is
     ``stable`` (the environment's deployment, no promotion running), ``promoting`` (both deployments of
     a running promotion: the platform's ``rollout_phase`` values, platform-facts §1) or
-    "" when the deployment serves no environment.
+    "" when the deployment serves no environment. ``replica_status`` is STARTING or ACTIVE.
     """
 
     url: str
@@ -155,6 +155,7 @@ class TargetInfo:
     rollout_phase: str
     kind: str = "replica"
     labels: dict[str, str] = field(default_factory=dict)
+    replica_status: str = "ACTIVE"
 
 
 @dataclass(frozen=True)

@@ -73,6 +73,7 @@ class Registry(TenancyMixin, DeploymentsMixin, ControlMixin, EventsMixin):
                 tg.c.kind,
                 tg.c.labels,
                 r.c.name.label("replica"),
+                r.c.status.label("replica_status"),
                 d.c.id.label("deployment_id"),
                 m.c.id.label("model_id"),
                 m.c.name.label("model_name"),
@@ -81,7 +82,7 @@ class Registry(TenancyMixin, DeploymentsMixin, ControlMixin, EventsMixin):
             .join(d, r.c.deployment_id == d.c.id)
             .join(m, d.c.model_id == m.c.id)
             .where(r.c.status.in_(("STARTING", "ACTIVE")))
-            .order_by(m.c.id, d.c.id, r.c.name, tg.c.url)
+            .order_by(m.c.id, d.c.id, r.c.name, tg.c.id)
         )
         phases = self._phases()
         with self.engine.connect() as conn:
@@ -96,6 +97,7 @@ class Registry(TenancyMixin, DeploymentsMixin, ControlMixin, EventsMixin):
                 *phases.get(row.deployment_id, ("", "")),
                 kind=row.kind,
                 labels=dict(row.labels or {}),
+                replica_status=row.replica_status,
             )
             for row in rows
         ]

@@ -1,0 +1,123 @@
+"""Replica health: poll each serving replica's ``GET /health`` every ``interval_s`` seconds.
+
+A replica is *starting* until a check answers 2xx, then *active* (routable) while checks pass. An
+active replica whose ``failures`` consecutive checks fail (an error status, a refused connection, or no
+answer within ``timeout_s``) stops receiving requests at once and is marked FAILED in the registry,
+which records REPLICA_TERMINATED with the reason; its targets are then no longer scraped. A replica
+that was never healthy stays starting (it may be loading its model). A replica STARTING in the
+registry becomes ACTIVE there at its first good check. A replica terminated through the API leaves the
+registry's serving set, so its loop stops at the next refresh.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+
+import httpx
+
+from servemetrics.gateway.state import DeploymentView, Replica
+from servemetrics.registry import Registry, RegistryError
+
+log = logging.getLogger(__name__)
+ReplicaKey = tuple[str, str]
+"""(deployment id, replica id)."""
+
+
+class Health:
+    """Health loops of the serving replicas and their verdicts.
+
+    Args:
+        client: HTTP client for the checks.
+        registry: where verdicts are recorded.
+        on_change: called (in the event loop) when a replica becomes active or fails.
+        interval_s: seconds between two checks of one replica.
+        timeout_s: seconds a check may take.
+        failures: consecutive failed checks that fail an active replica.
+    """
+
+    def __init__(
+        self,
+        client: httpx.AsyncClient,
+        registry: Registry,
+        on_change: Callable[[], None],
+        interval_s: float = 2.0,
+        timeout_s: float = 1.0,
+        failures: int = 2,
+    ) -> None:
+        self._client = client
+        self._registry = registry
+        self._on_change = on_change
+        self.interval_s = interval_s
+        self.timeout_s = timeout_s
+        self.failures = failures
+        self.active: set[ReplicaKey] = set()
+        self._tasks: dict[tuple[str, str, str], asyncio.Task[None]] = {}
+
+    def is_active(self, replica: Replica) -> bool:
+        """True while the replica passes its checks (routable)."""
+        return (replica.deployment_id, replica.name) in self.active
+
+    def sync(self, views: Mapping[str, DeploymentView]) -> None:
+        """Start loops for new replicas, stop those of replicas no longer serving."""
+        wanted = {(r.deployment_id, r.name, r.base_url): r for v in views.values() for r in v.replicas}
+        for gone in set(self._tasks) - set(wanted):
+            self._tasks.pop(gone).cancel()
+            self.active.discard(gone[:2])
+        for key in set(wanted) - set(self._tasks):
+            self._tasks[key] = asyncio.get_running_loop().create_task(self._loop(wanted[key]))
+
+    async def stop(self) -> None:
+        """Cancel every loop."""
+        tasks = list(self._tasks.values())
+        self._tasks.clear()
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def check(self, replica: Replica) -> str | None:
+        """One check: None when healthy, else what went wrong."""
+        try:
+            resp = await self._client.get(f"{replica.base_url}/health", timeout=self.timeout_s)
+        except httpx.HTTPError as exc:
+            return f"GET {replica.base_url}/health failed: {type(exc).__name__} {exc}".strip()
+        if resp.is_success:
+            return None
+        return f"GET {replica.base_url}/health answered {resp.status_code}"
+
+    async def _loop(self, replica: Replica) -> None:
+        key = (replica.deployment_id, replica.name)
+        failed = 0
+        while True:
+            problem = await self.check(replica)
+            if problem is None:
+                failed = 0
+                if key not in self.active:
+                    self.active.add(key)
+                    self._on_change()
+                    if replica.status == "STARTING":
+                        await self._record(replica, "ACTIVE", None)
+            elif key in self.active:
+                failed += 1
+                if failed >= self.failures:
+                    self.active.discard(key)
+                    self._on_change()
+                    log.warning("replica %s of %s failed: %s", replica.name, replica.deployment_id, problem)
+                    await self._record(replica, "FAILED", problem)
+                    return
+            await asyncio.sleep(self.interval_s)
+
+    async def _record(self, replica: Replica, status: str, reason: str | None) -> None:
+        try:
+            await asyncio.to_thread(
+                self._registry.set_replica_status,
+                replica.model_id,
+                replica.deployment_id,
+                replica.name,
+                status,
+                reason,
+            )
+        except RegistryError as exc:  # deleted meanwhile: nothing left to record
+            log.info("could not record %s for replica %s: %s", status, replica.name, exc)
+        self._on_change()

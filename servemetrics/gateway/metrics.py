@@ -1,0 +1,131 @@
+"""The gateway's own metrics: a separate ``CollectorRegistry`` served at ``GET /gateway/metrics``.
+
+Names and labels are the platform's (platform-facts §1). Per-request series carry the REQ label set
+(``model_id, model_name, deployment_id, environment, rollout_phase, status_code, is_async``); the
+incoming counter carries the DEP set plus ``is_async`` (the status is not known at arrival). The
+deployment gauges (concurrency, replicas active / starting / desired) are computed at scrape time by a
+collector and carry the DEP set plus ``source="gateway"``, so a deployment whose replicas also export
+``baseten_replicas_active`` is averaged with them, not summed (docs/query-semantics.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+DEP_LABELS = ("model_id", "model_name", "deployment_id", "environment", "rollout_phase")
+REQ_LABELS = (*DEP_LABELS, "status_code", "is_async")
+
+LATENCY_BUCKETS_S: tuple[float, ...] = (
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.35, 0.5, 0.75,
+    1.0, 1.5, 2.5, 5.0, 7.5, 10.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+)  # fmt: skip
+"""Seconds: 5 ms to 10 minutes, about 2 to 2.5 buckets per decade (docs/gateway.md)."""
+
+SIZE_BUCKETS_BYTES: tuple[float, ...] = tuple(float(4**i) for i in range(4, 14))
+"""Bytes: 256 B to 64 MiB, a factor of 4 apart."""
+
+
+@dataclass(frozen=True)
+class DeploymentGauges:
+    """One deployment's gauge values at scrape time (counts)."""
+
+    labels: tuple[str, str, str, str, str]
+    concurrent: int
+    active: int
+    starting: int
+    desired: int
+
+
+class _GaugeCollector(Collector):
+    def __init__(self, snapshot: Callable[[], Iterable[DeploymentGauges]]) -> None:
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterator[Metric]:
+        names = {
+            "concurrent": ("baseten_concurrent_requests", "In-flight plus queued requests (async excluded)."),
+            "active": ("baseten_replicas_active", "Replicas passing their health check."),
+            "starting": ("baseten_replicas_starting", "Replicas not yet healthy."),
+            "desired": ("baseten_replicas_desired", "Replicas the autoscaling settings ask for now."),
+        }
+        families = {
+            key: GaugeMetricFamily(name, doc, labels=[*DEP_LABELS, "source"])
+            for key, (name, doc) in names.items()
+        }
+        for g in self._snapshot():
+            labels = [*g.labels, "gateway"]
+            for key, family in families.items():
+                family.add_metric(labels, float(getattr(g, key)))
+        yield from families.values()
+
+
+class GatewayMetrics:
+    """The counters and histograms the proxy updates, and the registry they live in."""
+
+    def __init__(self, gauges: Callable[[], Iterable[DeploymentGauges]]) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "baseten_inference_requests", "Requests answered, by status code.", REQ_LABELS, registry=r
+        )
+        self.incoming = Counter(
+            "baseten_incoming_inference_requests",
+            "Requests that arrived (counted at arrival, before queueing).",
+            (*DEP_LABELS, "is_async"),
+            registry=r,
+        )
+        self.end_to_end = Histogram(
+            "baseten_end_to_end_response_time_seconds",
+            "Arrival to last byte sent, in seconds (queueing included).",
+            REQ_LABELS,
+            buckets=LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.ttfb = Histogram(
+            "baseten_time_to_first_byte_seconds",
+            "Arrival to first body byte sent, in seconds (queueing and routing included).",
+            REQ_LABELS,
+            buckets=LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.request_size = Histogram(
+            "baseten_request_size_bytes",
+            "Request body size.",
+            REQ_LABELS,
+            buckets=SIZE_BUCKETS_BYTES,
+            registry=r,
+        )
+        self.response_size = Histogram(
+            "baseten_response_size_bytes",
+            "Response body size.",
+            REQ_LABELS,
+            buckets=SIZE_BUCKETS_BYTES,
+            registry=r,
+        )
+        r.register(_GaugeCollector(gauges))
+
+    def observe(
+        self,
+        dep_labels: tuple[str, ...],
+        status: int,
+        *,
+        ttfb_s: float,
+        end_to_end_s: float,
+        request_bytes: int,
+        response_bytes: int,
+    ) -> None:
+        """Record one answered request (synchronous, non-async)."""
+        labels = (*dep_labels, str(status), "false")
+        self.requests.labels(*labels).inc()
+        self.end_to_end.labels(*labels).observe(end_to_end_s)
+        self.ttfb.labels(*labels).observe(ttfb_s)
+        self.request_size.labels(*labels).observe(request_bytes)
+        self.response_size.labels(*labels).observe(response_bytes)
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format of every gateway series."""
+        return generate_latest(self.registry)
