@@ -1,7 +1,7 @@
 """Core benchmark: W1-like data through ``DuckDBStore.append``, then the default metric set's selections.
 
     .venv/bin/python bench/core_bench.py [--days 7] [--out bench/out] [--batch-minutes 60]
-                                         [--order time|series]
+                                         [--order time|series] [--end-offset-minutes 0]
                                          [--runs 20] [--http]
 
 Generates in process the series of workload W1 (``shared/bench/gen_w1.py``: 3 deployments x 8 replicas at
@@ -336,11 +336,17 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--runs", type=int, default=20)
     ap.add_argument("--order", choices=("time", "series"), default="time")
     ap.add_argument("--http", action="store_true")
+    ap.add_argument(
+        "--end-offset-minutes",
+        type=float,
+        default=0,
+        help="end the data this many minutes after now (bytes per sample depend on where the data ends)",
+    )
     args = ap.parse_args(argv)
     data_dir = args.out / "data"
     shutil.rmtree(data_dir, ignore_errors=True)
     data_dir.mkdir(parents=True)
-    end_ms = int(time.time() * 1000) // STEP_MS * STEP_MS + STEP_MS
+    end_ms = int(time.time() * 1000 + args.end_offset_minutes * MIN) // STEP_MS * STEP_MS + STEP_MS
     t = time.perf_counter()
     keys, ts, matrix = generate(args.days, end_ms)
     n = matrix.size

@@ -26,7 +26,15 @@ from servemetrics.store import duckdb_codec as codec
 from servemetrics.store import duckdb_query as query
 from servemetrics.store.base import Selection, SelectResult, StoreStats, check_value_sets
 from servemetrics.store.duckdb_query import RollupIndex
-from servemetrics.store.duckdb_schema import CHUNK_MS, DDL, HOT_LABELS, ROLLUP_MS, build_rows, decode_chunks
+from servemetrics.store.duckdb_schema import (
+    CHUNK_MS,
+    DDL,
+    HEAD_DDL,
+    HOT_LABELS,
+    ROLLUP_MS,
+    build_rows,
+    decode_chunks,
+)
 from servemetrics.store.duckdb_view import (
     ChunkCache,
     Generation,
@@ -41,6 +49,41 @@ GRACE_MS = 10 * 60 * 1000
 """Chunks are sealed once the newest sample is this far past their end (late scrapes stay in ``head``)."""
 
 _NO_TS = np.iinfo(np.int64).min
+
+
+ROW_GROUP_ROWS = 2048
+"""DuckDB row group size of the store's file (DuckDB's default is 122,880 rows); see ``_connect``."""
+
+_DB = "sm"
+_HEAD = "sm_head"
+
+
+def _connect(path: Path, head_path: Path) -> duckdb.DuckDBPyConnection:
+    """One connection to the main file (``_DB``, small row groups) and the head file (``_HEAD``).
+
+    A checkpoint rewrites every column of a row group that got rows since the previous checkpoint, the
+    new copy written before the old blocks are freed, and DuckDB reuses free blocks but does not give them
+    back. With DuckDB's default row groups (122,880 rows) the whole ``chunks`` table is one row group, so
+    a checkpoint could rewrite all of it and leave the file up to twice the data. With 2,048-row groups a
+    checkpoint rewrites only the last few. ``head`` (inserted, then deleted when sealed) would churn
+    such small row groups, so it lives in a second file with DuckDB's defaults, a few MiB at most.
+    """
+    con = duckdb.connect(":memory:")
+    con.execute(f"ATTACH {_quote(path)} AS {_DB} (ROW_GROUP_SIZE {ROW_GROUP_ROWS})")
+    con.execute(f"ATTACH {_quote(head_path)} AS {_HEAD}")
+    con.execute(f"USE {_DB}")
+    return con
+
+
+def _quote(path: Path) -> str:
+    return "'" + str(path).replace("'", "''") + "'"
+
+
+def _cursor(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """A cursor of ``con`` reading the store's file (a new cursor starts in the in-memory catalog)."""
+    cur = con.cursor()
+    cur.execute(f"USE {_DB}")
+    return cur
 
 
 def _ids_sql(ids: np.ndarray) -> str:
@@ -58,9 +101,12 @@ class DuckDBStore:
         self._cache = ChunkCache(cache_samples)
         self._gen = Generation()
         self._resolved: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[int, np.ndarray]] = {}
-        self._con = duckdb.connect(str(self.path))
+        self.head_path = self.path.with_name(f"{self.path.stem}.head{self.path.suffix}")
+        self._con = _connect(self.path, self.head_path)
         for stmt in DDL:
             self._con.execute(stmt)
+        self._con.execute(HEAD_DDL.format(db=_HEAD))
+        self._recover_head()
         self._lock = threading.Lock()
         self._keys: list[SeriesKey] = []
         self._ids: dict[SeriesKey, int] = {}
@@ -73,7 +119,7 @@ class DuckDBStore:
             self._add_key(name, tuple((k, v) for k, v in json.loads(labels)))
         self._max_ts = np.full(len(self._keys), _NO_TS, dtype=np.int64)
         for sql in (
-            "SELECT series_id, max(ts) FROM head GROUP BY 1",
+            f"SELECT series_id, max(ts) FROM {_HEAD}.head GROUP BY 1",
             "SELECT series_id, max(last_ts) FROM chunks GROUP BY 1",
         ):
             for sid, ts in self._con.execute(sql).fetchall():
@@ -81,13 +127,32 @@ class DuckDBStore:
         self._newest = int(self._max_ts.max()) if self._max_ts.size else _NO_TS
         row = self._con.execute("SELECT value FROM meta WHERE key = 'sealed_until'").fetchone()
         self._sealed_until: int | None = None if row is None else int(row[0])
-        h = self._con.execute("SELECT series_id, ts, value FROM head").fetchnumpy()
+        h = self._con.execute(f"SELECT series_id, ts, value FROM {_HEAD}.head").fetchnumpy()
         self._view = View(
             _NO_TS if row is None else int(row[0]),
             (sort_segment(h["series_id"], h["ts"], h["value"]),),
             self._load_rollups(),
         )
         self._closed = False
+
+    def _recover_head(self) -> None:
+        """Move a ``head`` table of the main file (older versions) to the head file; drop sealed rows.
+
+        A seal commits chunks and ``sealed_until`` in the main file before it deletes the sealed rows
+        from the head file; a crash in between leaves rows before ``sealed_until``, dropped here.
+        """
+        con = self._con
+        legacy = con.execute(
+            "SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND table_name = 'head'", [_DB]
+        ).fetchone()
+        if legacy and legacy[0]:
+            con.execute(
+                f"INSERT INTO {_HEAD}.head SELECT * FROM {_DB}.head EXCEPT SELECT * FROM {_HEAD}.head"
+            )
+            con.execute(f"DROP TABLE {_DB}.head")
+        row = con.execute("SELECT value FROM meta WHERE key = 'sealed_until'").fetchone()
+        if row is not None:
+            con.execute(f"DELETE FROM {_HEAD}.head WHERE ts < ?", [int(row[0])])
 
     # -- series --------------------------------------------------------------------------------------
 
@@ -145,15 +210,18 @@ class DuckDBStore:
                 self._sealed_until = int(ts.min()) // CHUNK_MS * CHUNK_MS
             old = ts < self._sealed_until
             rewrite = bool(old.any())
-            return self._write(
+            added = self._append_head(sid[~old], ts[~old], val[~old])
+            return added + self._write(
                 lambda: self._merge_sealed(sid[old], ts[old], val[old]) if rewrite else 0,
-                lambda: self._append_head(sid[~old], ts[~old], val[~old]),
                 rewrites=rewrite,
             )
 
     def _write(self, *steps, rewrites: bool) -> int:
-        """Run ``steps`` in one transaction, then publish the new view (a sequence lock for rewrites)."""
+        """Run ``steps`` in one transaction of the main file, then publish the new view (a sequence lock
+        for rewrites) and delete the rows a seal moved out of ``head`` (the head file: its own transaction,
+        redone on open when a crash interrupts it)."""
         self._next = self._view
+        sealed_before = self._sealed_until
         self._con.begin()
         try:
             if rewrites:
@@ -175,13 +243,18 @@ class DuckDBStore:
             self._view = self._next
             if rewrites:
                 self._gen.end_write()
+        if self._sealed_until != sealed_before:
+            self._con.execute(f"DELETE FROM {_HEAD}.head WHERE ts < ?", [self._sealed_until])
         return total
 
     def _reload(self) -> None:
         """After a failed write: the view and bookkeeping from the file."""
         row = self._con.execute("SELECT value FROM meta WHERE key = 'sealed_until'").fetchone()
         self._sealed_until = None if row is None else int(row[0])
-        h = self._con.execute("SELECT series_id, ts, value FROM head").fetchnumpy()
+        h = self._con.execute(
+            f"SELECT series_id, ts, value FROM {_HEAD}.head WHERE ts >= ?",
+            [_NO_TS if self._sealed_until is None else self._sealed_until],
+        ).fetchnumpy()
         segment = sort_segment(h["series_id"], h["ts"], h["value"])
         self._next = View(_NO_TS if row is None else int(row[0]), (segment,), self._load_rollups())
 
@@ -193,22 +266,25 @@ class DuckDBStore:
         return RollupIndex({k: np.asarray(v) for k, v in cols.items()}, ROLLUP_MS, presorted=True)
 
     def _append_head(self, sid: np.ndarray, ts: np.ndarray, val: np.ndarray) -> int:
+        """Insert new samples into ``head`` (committed in the head file) and publish them."""
         if ts.size == 0:
             return 0
         check = ts <= self._max_ts[sid]
         if check.any():
             dup = np.zeros(ts.size, dtype=bool)
-            dup[check] = self._next.head_duplicates(sid[check], ts[check])
+            dup[check] = self._view.head_duplicates(sid[check], ts[check])
             sid, ts, val = sid[~dup], ts[~dup], val[~dup]
             if ts.size == 0:
                 return 0
         tbl = pa.table({"series_id": pa.array(sid, pa.uint32()), "ts": ts, "value": val})
         self._con.register("_new", tbl)
-        self._con.execute("INSERT INTO head SELECT * FROM _new")
-        self._con.unregister("_new")
+        try:
+            self._con.execute(f"INSERT INTO {_HEAD}.head SELECT * FROM _new")
+        finally:
+            self._con.unregister("_new")
         np.maximum.at(self._max_ts, sid, ts)
         self._newest = max(self._newest, int(ts.max()))
-        self._next = self._next.with_head((*self._next.head, (sid, ts, val)))
+        self._view = self._view.with_head((*self._view.head, (sid, ts, val)))
         return int(ts.size)
 
     def _seal(self) -> None:
@@ -225,7 +301,6 @@ class DuckDBStore:
             "SELECT series_id, max(last_ts), arg_max(last_val, last_ts) FROM chunks GROUP BY 1"
         ).fetchall()
         rollups = self._write_rows(sid, ts, val, {p[0]: p[1] for p in prev}, {p[0]: p[2] for p in prev})
-        self._con.execute("DELETE FROM head WHERE ts < ?", [until])
         self._sealed_until = until
         self._next = View(until, self._next.head_keep(until), self._next.rollups.merged(rollups))
 
@@ -316,13 +391,17 @@ class DuckDBStore:
             self._check_open()
             if self._sealed_until is None:
                 return 0  # nothing was ever appended (retention on a fresh store)
-            return self._write(lambda: self._delete_before(int(ts_ms)), rewrites=True)
+            cut = int(ts_ms)
+            # head first (its own file and transaction): if the rest fails, a later call finishes the job
+            dropped = sum(int((seg[1] < cut).sum()) for seg in self._view.head)
+            if dropped:
+                self._con.execute(f"DELETE FROM {_HEAD}.head WHERE ts < ?", [cut])
+                self._view = replace(self._view, head=self._view.head_keep(cut))
+            return dropped + self._write(lambda: self._delete_before(cut), rewrites=True)
 
     def _delete_before(self, cut: int) -> int:
         con = self._con
-        dropped = int(con.execute("SELECT count(*) FROM head WHERE ts < ?", [cut]).fetchone()[0])  # type: ignore[index]
-        con.execute("DELETE FROM head WHERE ts < ?", [cut])
-        self._next = replace(self._next, head=self._next.head_keep(cut))
+        dropped = 0
         dropped += int(
             con.execute("SELECT coalesce(sum(n), 0) FROM chunks WHERE last_ts < ?", [cut]).fetchone()[0]  # type: ignore[index]
         )
@@ -403,7 +482,7 @@ class DuckDBStore:
         if missing:
             m_ids = np.array(sorted({s for s, _ in missing}))
             m_starts = ",".join(str(c) for c in sorted({c for _, c in missing}))
-            cur = self._con.cursor()
+            cur = _cursor(self._con)
             try:
                 rows = cur.execute(
                     "SELECT series_id, start, ts_enc, val_enc FROM chunks"
@@ -476,17 +555,19 @@ class DuckDBStore:
     def checkpoint(self) -> None:
         """Write the WAL into the database file."""
         with self._lock:
-            self._con.execute("CHECKPOINT")
+            self._con.execute(f"CHECKPOINT {_DB}")
+            self._con.execute(f"CHECKPOINT {_HEAD}")
 
     def stats(self) -> StoreStats:
-        """Series and sample counts, bytes on disk (file and WAL), and how many samples are in ``head``."""
-        cur = self._con.cursor()
+        """Series and sample counts, bytes on disk (both files, their WALs), samples in ``head``."""
+        cur = _cursor(self._con)
         try:
             sealed = int(cur.execute("SELECT coalesce(sum(n), 0) FROM chunks").fetchone()[0])  # type: ignore[index]
         finally:
             cur.close()
         head = self._view.head_samples()
-        size = sum(p.stat().st_size for p in (self.path, Path(f"{self.path}.wal")) if p.exists())
+        files = (self.path, Path(f"{self.path}.wal"), self.head_path, Path(f"{self.head_path}.wal"))
+        size = sum(p.stat().st_size for p in files if p.exists())
         return StoreStats(
             series=len(self._keys), samples=head + sealed, bytes=size, extra={"head_samples": head}
         )
@@ -495,7 +576,8 @@ class DuckDBStore:
         """Checkpoint and close the file; the store is unusable afterwards."""
         with self._lock:
             if not self._closed:
-                self._con.execute("CHECKPOINT")
+                self._con.execute(f"CHECKPOINT {_DB}")
+                self._con.execute(f"CHECKPOINT {_HEAD}")
                 self._con.close()
                 self._closed = True
 

@@ -22,6 +22,8 @@ _SCALES = [10.0**e for e in range(MAX_DECIMALS + 1)]
 _TS_HEAD = struct.Struct("<Bqqi")  # mode, first, step, n
 _INT_HEAD = struct.Struct("<BBBqqi")  # kind (0 for, 1 delta), width, deflated?, base, first, n
 _VAL_RAW = 255
+_VAL_NEAR = 0x80  # | decimals: scaled integers and a correction (XOR) per value
+_LEN = struct.Struct("<I")
 _WIDTHS = ((1, np.uint8), (2, np.uint16), (4, np.uint32), (8, np.uint64))
 
 
@@ -125,13 +127,38 @@ def encode_values(values: np.ndarray, decimals: int) -> bytes:
             return bytes([decimals]) + encode_ints(scaled.astype(np.int64))
     bits = values.view(np.uint64)
     xor = np.bitwise_xor(bits, np.concatenate(([np.uint64(0)], bits[:-1])))
-    return bytes([_VAL_RAW]) + _pack(0, 0, 0, xor)
+    raw = bytes([_VAL_RAW]) + _pack(0, 0, 0, xor)
+    if decimals == _VAL_RAW:  # the decimals most values need (e.g. 57.3 / 100, one ulp off 0.573)
+        need = decimals_needed(values)
+        need = need[need != _VAL_RAW]
+        if need.size == 0:
+            return raw
+        decimals = int(need.max())
+    near = _encode_near(values, decimals)
+    return near if len(near) < len(raw) else raw
+
+
+def _encode_near(values: np.ndarray, decimals: int) -> bytes:
+    """Scaled integers plus the XOR of each value with ``integer / 10**decimals`` (mostly zero)."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        scaled = np.rint(values * _SCALES[decimals])
+        scaled = np.where(np.abs(scaled) < 2.0**53, scaled, 0.0)  # also NaN and infinities: 0, fixed below
+    ints = scaled.astype(np.int64)
+    fix = np.bitwise_xor(values.view(np.uint64), (ints / _SCALES[decimals]).view(np.uint64))
+    body = encode_ints(ints)
+    return bytes([_VAL_NEAR | decimals]) + _LEN.pack(len(body)) + body + _pack(0, 0, 0, fix)
 
 
 def decode_values(blob: bytes) -> np.ndarray:
     """Inverse of ``encode_values``."""
     decimals = blob[0]
-    if decimals != _VAL_RAW:
-        return decode_ints(blob[1:]) / _SCALES[decimals]
-    _, _, _, xor = _unpack(blob[1:])
-    return np.bitwise_xor.accumulate(xor).view(np.float64)
+    if decimals == _VAL_RAW:
+        _, _, _, xor = _unpack(blob[1:])
+        return np.bitwise_xor.accumulate(xor).view(np.float64)
+    if decimals & _VAL_NEAR:
+        (size,) = _LEN.unpack_from(blob, 1)
+        at = 1 + _LEN.size
+        out = decode_ints(blob[at : at + size]) / _SCALES[decimals & ~_VAL_NEAR]
+        _, _, _, fix = _unpack(blob[at + size :])
+        return np.bitwise_xor(out.view(np.uint64), fix).view(np.float64)
+    return decode_ints(blob[1:]) / _SCALES[decimals]

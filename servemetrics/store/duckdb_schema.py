@@ -1,7 +1,9 @@
 """Tables of ``DuckDBStore`` and the pure function that turns sorted samples into chunk and rollup rows.
 
 - ``series``: one row per series: id, name, labels (JSON text) and the hot labels as columns.
-- ``head``: recent samples, one row each (``series_id, ts, value``), not yet sealed into chunks.
+- ``head`` (in its own file, ``<name>.head.duckdb``): recent samples, one row each
+  (``series_id, ts, value``), not yet sealed into chunks; rows before ``sealed_until`` are leftovers of
+  an interrupted seal and are dropped on open.
 - ``chunks``: one row per series per ``CHUNK_MS`` of sealed samples: two blobs (``duckdb_codec``) and the
   chunk's sample count and last sample.
 - ``rollups``: one row per series per ``ROLLUP_MS`` bucket of sealed samples: count, sum, the increase of
@@ -26,7 +28,6 @@ HOT_LABELS = ("model_id", "deployment_id", "replica")
 DDL = [
     "CREATE TABLE IF NOT EXISTS series (id UINTEGER PRIMARY KEY, name VARCHAR NOT NULL,"
     " labels VARCHAR NOT NULL, model_id VARCHAR, deployment_id VARCHAR, replica VARCHAR)",
-    "CREATE TABLE IF NOT EXISTS head (series_id UINTEGER NOT NULL, ts BIGINT NOT NULL, value DOUBLE)",
     "CREATE TABLE IF NOT EXISTS chunks (series_id UINTEGER NOT NULL, start BIGINT NOT NULL,"
     " n INTEGER NOT NULL, last_ts BIGINT NOT NULL, last_val DOUBLE, ts_enc BLOB NOT NULL,"
     " val_enc BLOB NOT NULL)",
@@ -35,6 +36,11 @@ DDL = [
     " last_off INTEGER NOT NULL, last_val DOUBLE)",
     "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value BIGINT NOT NULL)",
 ]
+
+HEAD_DDL = (
+    "CREATE TABLE IF NOT EXISTS {db}.head (series_id UINTEGER NOT NULL, ts BIGINT NOT NULL, value DOUBLE)"
+)
+"""``head`` lives in a file of its own next to the main one (``DuckDBStore``: why)."""
 
 
 def increases(values: np.ndarray, prev: np.ndarray) -> np.ndarray:

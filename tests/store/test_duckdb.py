@@ -181,3 +181,85 @@ def test_fine_steps_over_chunks_and_head_segments(tmp_path: Path) -> None:
                 sel = Selection("req_total", reducer, sets, ("status_code",), (), lookback)
                 assert_same(duck.select(sel), mem.select(sel))
     duck.close()
+
+
+def test_head_file_and_interrupted_seal(tmp_path: Path) -> None:
+    """``head`` lives in its own file, counted in ``stats().bytes``; rows a seal left in it (a crash
+    between committing the chunks and deleting them from head) are dropped on open."""
+    import duckdb
+
+    path = tmp_path / "s.duckdb"
+    store = DuckDBStore(path)
+    store.append(grid_batch(T0, 6 * 240))
+    want = increase(store, T0 + 7, T0 + 6 * HOUR)
+    store.checkpoint()
+    st = store.stats()
+    assert store.head_path.exists() and store.head_path != path
+    assert st.bytes >= path.stat().st_size + store.head_path.stat().st_size
+    store.close()
+    with duckdb.connect(str(store.head_path)) as con:  # as if the seal's delete had not happened
+        con.execute("INSERT INTO head SELECT 0, ?, 0.0", [T0])
+        con.execute("INSERT INTO head SELECT 1, ?, 1e9", [T0 + 15_000])
+    again = DuckDBStore(path)
+    try:
+        assert increase(again, T0 + 7, T0 + 6 * HOUR) == want
+        assert again.stats().samples == st.samples
+    finally:
+        again.close()
+
+
+def test_legacy_head_table_moves_to_the_head_file(tmp_path: Path) -> None:
+    """A file of the one-file layout (``head`` in the main file) opens with its head samples."""
+    import duckdb
+
+    path = tmp_path / "s.duckdb"
+    store = DuckDBStore(path)
+    store.append(grid_batch(T0, 30))
+    want = increase(store, T0, T0 + HOUR)
+    store.close()
+    with duckdb.connect(str(path)) as con, duckdb.connect(str(store.head_path)) as head:
+        con.execute("CREATE TABLE head (series_id UINTEGER NOT NULL, ts BIGINT NOT NULL, value DOUBLE)")
+        rows = head.execute("SELECT * FROM head").fetchall()
+        con.executemany("INSERT INTO head VALUES (?, ?, ?)", rows)
+    store.head_path.unlink()
+    again = DuckDBStore(path)
+    try:
+        assert increase(again, T0, T0 + HOUR) == want
+    finally:
+        again.close()
+    again = DuckDBStore(path)  # moved once, not twice
+    try:
+        assert again.stats().extra["head_samples"] == 30 * len(KEYS)
+    finally:
+        again.close()
+
+
+def test_acknowledged_head_samples_survive_a_crash(tmp_path: Path) -> None:
+    """A process that appends and dies without closing: its samples (head and sealed) are there."""
+    import subprocess
+    import sys
+    import textwrap
+
+    path = tmp_path / "s.duckdb"
+    code = textwrap.dedent(
+        f"""
+        import os
+        from tests.store.test_duckdb import grid_batch, T0
+        from servemetrics.store.duckdb import DuckDBStore
+        store = DuckDBStore({str(path)!r})
+        store.append(grid_batch(T0, 3 * 240))
+        store.append(grid_batch(T0 + 3 * 240 * 15_000, 20))
+        os._exit(0)
+        """
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).resolve().parents[2])
+    store = DuckDBStore(path)
+    try:
+        assert store.stats().samples == (3 * 240 + 20) * len(KEYS)
+        assert store.stats().extra["head_samples"] > 0
+        assert increase(store, T0, T0 + 4 * HOUR) == {
+            ("200",): [Cell(4 * (3 * 240 + 20 - 1), 4)],
+            ("500",): [Cell(4 * (3 * 240 + 20 - 1), 4)],
+        }
+    finally:
+        store.close()
