@@ -1,0 +1,300 @@
+"""The gateway on real processes: `servemetrics serve` in front of examples/replica.py subprocesses.
+
+Deployments of m1 (acme): d1 (r1, r2) serves production, d2 (r1) is promoted into it, d3 and d4 (one
+replica each) test backpressure, d5 (r1, r2) tests health, d6 serves ``staging`` for the metrics API.
+m2 belongs to another organization.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from servemetrics.registry import Registry
+from tests.e2e.test_serve_e2e import free_port, start, stop, wait_http
+
+pytestmark = pytest.mark.e2e
+MANAGE, INVOKE, EXPORT, OTHER = "gw-manage", "gw-invoke-m1", "gw-export", "gw-other-org"
+Service = tuple[str, list[str], Path]
+
+
+def _auth(key: str) -> dict[str, str]:
+    return {"Authorization": f"Api-Key {key}"}
+
+
+def _dep(dep_id: str, urls: list[str]) -> dict[str, object]:
+    return {"id": dep_id, "replicas": [{"id": f"r{i + 1}", "targets": [u]} for i, u in enumerate(urls)]}
+
+
+@pytest.fixture(scope="module")
+def svc(tmp_path_factory) -> Iterator[Service]:
+    tmp = tmp_path_factory.mktemp("gateway")
+    ports = [free_port() for _ in range(6)]
+    procs = [
+        start(
+            ["examples/replica.py", "--port", str(p), "--name", f"p{i}", "--token-ms", "40"],
+            tmp / f"r{i}.log",
+        )
+        for i, p in enumerate(ports)
+    ]
+    m = [f"http://127.0.0.1:{p}/metrics" for p in ports]
+    sport = free_port()
+    promo = "2026-01-01T00:00:00Z"
+    cfg = {
+        "listen": f"127.0.0.1:{sport}",
+        "data_dir": str(tmp / "data"),
+        "scrape_interval": "1s",
+        "scrape_timeout": "1s",
+        "organizations": [
+            {
+                "name": "acme",
+                "api_keys": [
+                    {"key": MANAGE, "type": "WORKSPACE_MANAGE_ALL"},
+                    {"key": INVOKE, "type": "WORKSPACE_INVOKE", "model_ids": ["m1"]},
+                    {"key": EXPORT, "type": "WORKSPACE_EXPORT_METRICS"},
+                ],
+            },
+            {"name": "other", "api_keys": [{"key": OTHER, "type": "WORKSPACE_MANAGE_ALL"}]},
+        ],
+        "models": [
+            {
+                "id": "m1",
+                "name": "gw",
+                "organization": "acme",
+                "deployments": [
+                    _dep("d1", [m[0], m[1]]),
+                    _dep("d2", [m[2]]),
+                    _dep("d3", [m[3]]),
+                    _dep("d4", [m[3] + "?d4"]),
+                    _dep("d5", [m[4], m[5]]),
+                    _dep("d6", [m[3] + "?d6"]),
+                ],
+                "environments": [
+                    {"name": "production", "promotions": [{"deployment": "d1", "at": promo}]},
+                    {"name": "staging", "promotions": [{"deployment": "d6", "at": promo}]},
+                ],
+            },
+            {
+                "id": "m2",
+                "name": "theirs",
+                "organization": "other",
+                "deployments": [_dep("x1", [m[3] + "?x1"])],
+            },
+        ],
+    }
+    (tmp / "servemetrics.yaml").write_text(yaml.safe_dump(cfg))
+    service = start(
+        ["-m", "servemetrics", "serve", "--config", str(tmp / "servemetrics.yaml")], tmp / "serve.log"
+    )
+    base = f"http://127.0.0.1:{sport}"
+    try:
+        for p in ports:
+            wait_http(f"http://127.0.0.1:{p}/health")
+        wait_http(f"{base}/healthz")
+        deadline = time.monotonic() + 20
+        while sum(gauge(base, "baseten_replicas_active").values()) < 9 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert gauge(base, "baseten_replicas_active") == {
+            f"d{i}": n for i, n in enumerate([2, 1, 1, 1, 2, 1], 1)
+        } | {"x1": 1}
+        yield base, [f"http://127.0.0.1:{p}" for p in ports], tmp
+    finally:
+        stop(service)
+        for p in procs:
+            stop(p)
+
+
+def _families(base: str) -> dict[str, list]:
+    text = httpx.get(f"{base}/gateway/metrics").text
+    return {f.name: f.samples for f in text_string_to_metric_families(text)}
+
+
+def gauge(base: str, name: str) -> dict[str, float]:
+    """deployment id -> value of a gateway gauge."""
+    return {s.labels["deployment_id"]: s.value for s in _families(base).get(name, [])}
+
+
+def hist_sum_count(base: str, name: str, dep: str) -> tuple[float, float]:
+    samples = _families(base)[name]
+    total = sum(s.value for s in samples if s.name == f"{name}_sum" and s.labels["deployment_id"] == dep)
+    count = sum(s.value for s in samples if s.name == f"{name}_count" and s.labels["deployment_id"] == dep)
+    return total, count
+
+
+def predict(base: str, path: str, key: str = INVOKE, **params: object) -> httpx.Response:
+    return httpx.post(f"{base}{path}", headers=_auth(key), params=params, content=b'{"x": 1}', timeout=30)
+
+
+def test_streamed_latency_matches_the_client_and_ttfb_is_earlier(svc):
+    base = svc[0]
+    path = "/v1/models/m1/deployment/d2/predict"
+    e2e0, n0 = hist_sum_count(base, "baseten_end_to_end_response_time_seconds", "d2")
+    ttfb0, _ = hist_sum_count(base, "baseten_time_to_first_byte_seconds", "d2")
+    with httpx.Client(headers=_auth(INVOKE)) as client:
+        client.post(f"{base}{path}", params={"tokens": 1}).raise_for_status()  # warm the connection
+        e2e0, n0 = hist_sum_count(base, "baseten_end_to_end_response_time_seconds", "d2")
+        ttfb0, _ = hist_sum_count(base, "baseten_time_to_first_byte_seconds", "d2")
+        started = time.perf_counter()
+        with client.stream("POST", f"{base}{path}", params={"tokens": 5}, content=b"{}") as resp:
+            chunks = []
+            for chunk in resp.iter_raw():
+                if not chunks:
+                    client_ttfb = time.perf_counter() - started
+                chunks.append(chunk)
+        client_e2e = time.perf_counter() - started
+    assert resp.status_code == 200 and resp.headers["x-servemetrics-deployment-id"] == "d2"
+    assert len(chunks) >= 2  # streamed, not buffered into one body
+    e2e1, n1 = hist_sum_count(base, "baseten_end_to_end_response_time_seconds", "d2")
+    ttfb1, _ = hist_sum_count(base, "baseten_time_to_first_byte_seconds", "d2")
+    gw_e2e, gw_ttfb = e2e1 - e2e0, ttfb1 - ttfb0
+    assert n1 - n0 == 1
+    assert 0.16 <= gw_e2e and abs(client_e2e - gw_e2e) < 0.01, (client_e2e, gw_e2e)
+    assert gw_ttfb < 0.05 and abs(client_ttfb - gw_ttfb) < 0.01 and gw_ttfb < gw_e2e - 0.15
+
+
+def _split(base: str, n: int) -> dict[str, int]:
+    def one(_: int) -> str:
+        r = predict(base, "/v1/models/m1/environments/production/predict", tokens=1)
+        assert r.status_code == 200, r.text
+        return r.headers["x-servemetrics-deployment-id"]
+
+    with ThreadPoolExecutor(8) as pool:
+        got = list(pool.map(one, range(n)))
+    return {d: got.count(d) for d in sorted(set(got))}
+
+
+def _control(base: str, action: str, body: dict[str, object] | None = None) -> None:
+    url = f"{base}/v1/models/m1/environments/production/{action}"
+    r = httpx.post(url, headers=_auth(MANAGE), json=body) if body else httpx.post(url, headers=_auth(MANAGE))
+    assert r.status_code < 300, r.text
+
+
+def test_rolling_promotion_splits_traffic_and_controls_act_at_once(svc):
+    base = svc[0]
+    assert _split(base, 20) == {"d1": 20}
+    _control(base, "promote", {"deployment_id": "d2", "percent": 50})
+    split = _split(base, 200)  # 200 answered 200: none lost
+    assert sum(split.values()) == 200 and abs(split["d2"] - 100) <= 29, split  # 4 sd of Binomial(200, 0.5)
+    _control(base, "pause_promotion")
+    assert set(_split(base, 40)) == {"d1", "d2"}  # paused: the split holds (P(one side only) < 1e-11)
+    _control(base, "force_roll_forward_promotion")
+    assert _split(base, 40) == {"d2": 40}
+    _control(base, "promote", {"deployment_id": "d1", "percent": 50})
+    _control(base, "cancel_promotion")
+    assert _split(base, 40) == {"d2": 40}
+
+
+def _set_policy(tmp: Path, dep: str, policy: str | None) -> None:
+    registry = Registry.open(f"sqlite:///{tmp / 'data' / 'registry.sqlite3'}")
+    try:
+        registry.set_request_backpressure("m1", dep, policy)
+    finally:
+        registry.close()
+
+
+def test_reject_on_full_answers_429_with_retry_after(svc):
+    base, _, tmp = svc
+    _set_policy(tmp, "d3", "REJECT_ON_FULL")
+    time.sleep(1.2)  # the gateway reads deployment settings at most 1 s old
+    path = "/v1/models/m1/deployment/d3/predict"
+    with ThreadPoolExecutor(1) as pool:
+        slow = pool.submit(predict, base, path, delay_ms=1500)
+        time.sleep(0.4)
+        rejected = predict(base, path)
+        assert slow.result().status_code == 200
+    assert rejected.status_code == 429
+    body = rejected.json()
+    assert body["retry_after"] >= 1 and rejected.headers["retry-after"] == str(body["retry_after"])
+    assert "capacity" in body["error"]
+
+
+def test_queue_on_full_queues_in_order_and_completes(svc):
+    base = svc[0]
+    path = "/v1/models/m1/deployment/d4/predict"
+    started = time.perf_counter()
+    with ThreadPoolExecutor(4) as pool:
+        futures = [pool.submit(predict, base, path, delay_ms=300, tokens=1) for _ in range(4)]
+        time.sleep(0.15)
+        concurrent = gauge(base, "baseten_concurrent_requests")["d4"]
+        results = [f.result() for f in futures]
+    elapsed = time.perf_counter() - started
+    assert [r.status_code for r in results] == [200] * 4
+    assert concurrent == 4  # 1 in flight + 3 queued (capacity: concurrency_target 1 x 1 replica)
+    assert 1.2 <= elapsed < 2.5, elapsed  # served one at a time
+
+
+def test_a_replica_failing_health_stops_receiving_traffic(svc):
+    base, replicas, _ = svc
+    httpx.post(f"{replicas[5]}/health", params={"healthy": 0}).raise_for_status()
+    deadline = time.monotonic() + 15
+    while gauge(base, "baseten_replicas_active").get("d5") != 1 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert gauge(base, "baseten_replicas_active")["d5"] == 1
+    got = {predict(base, "/v1/models/m1/deployment/d5/predict", tokens=1).headers["x-servemetrics-replica"]
+           for _ in range(20)}  # fmt: skip
+    assert got == {"r1"}
+    events = httpx.get(
+        f"{base}/v1/models/m1/events", headers=_auth(MANAGE), params={"kinds": "REPLICA_TERMINATED"}
+    ).json()["events"]
+    assert [(e["deployment_id"], e["details"]["replica"], e["details"]["status"]) for e in events] == [
+        ("d5", "r2", "FAILED")
+    ]
+
+
+def test_auth_tenancy_and_the_host_form(svc):
+    base = svc[0]
+    assert predict(base, "/v1/models/m2/deployment/x1/predict").status_code == 404  # another org's
+    assert predict(base, "/v1/models/m1/environments/production/predict", EXPORT).status_code == 403
+    assert predict(base, "/v1/models/m1/environments/production/predict", "nope").status_code == 401
+    assert predict(base, "/v1/models/m1/environments/nope/predict").status_code == 404
+    r = httpx.post(
+        f"{base}/environments/staging/predict", headers={**_auth(INVOKE), "Host": "model-m1.example.com"}
+    )
+    assert r.status_code == 200 and r.headers["x-servemetrics-deployment-id"] == "d6"
+    r = httpx.put(
+        f"{base}/v1/models/m1/environments/staging/sync/echo/x?a=1", headers=_auth(INVOKE), content=b"hi"
+    )
+    assert r.json() == {"method": "PUT", "path": "/echo/x?a=1", "body": "hi", "replica": "p3"}
+
+
+def test_request_counts_reach_the_metrics_api(svc):
+    base = svc[0]
+    since = int(time.time() * 1000) - 60_000
+    time.sleep(2.5)  # earlier tests' staging requests reach the store (1 s scrapes) before the baseline
+    before = _summary(base, since)
+    path = "/v1/models/m1/environments/staging/predict"
+    codes = [predict(base, path, status=s, tokens=1).status_code for s in (200, 200, 200, 500, 500, 422)]
+    assert sorted(codes) == [200, 200, 200, 422, 500, 500]
+    want = [before[0][0] + 3, before[0][1] + 1, before[0][2] + 2]
+    deadline = time.monotonic() + 15
+    while _summary(base, since)[0] != want and time.monotonic() < deadline:
+        time.sleep(0.3)
+    got = _summary(base, since)
+    assert got[0] == want and got[1] == [before[1][0] + 6]
+
+
+def _summary(base: str, since: int) -> list[list[float]]:
+    body = httpx.get(
+        f"{base}/v1/models/m1/environments/staging/metrics",
+        headers=_auth(MANAGE),
+        params={
+            "mode": "SUMMARY",
+            "start_epoch_millis": since,
+            "end_epoch_millis": int(time.time() * 1000),
+            "metrics": ["baseten_inference_requests_total", "baseten_incoming_inference_requests_total"],
+        },
+    ).json()
+    names = [d["name"] for d in body["metric_descriptors"]]
+    values = body["metric_values"][0]["values"]
+    by = dict(zip(names, values, strict=True))
+    return [
+        [v or 0 for v in by.get("baseten_inference_requests_total", [0, 0, 0])],
+        [v or 0 for v in by.get("baseten_incoming_inference_requests_total", [0])],
+    ]
