@@ -17,7 +17,7 @@ ALLOWED: dict[str, set[str]] = {
     "query": {"types", "catalog", "store", "query"},
     "gateway": {"types", "catalog", "registry", "gateway"},
 }
-"""Layer -> the layers it may import. ``api``, ``cli``, ``config`` and ``importer`` sit on top."""
+"""Layer -> the layers it may import. ``api``, ``cli``, ``config``, ``importer`` and ``demo`` sit on top."""
 
 
 def _imports(path) -> set[str]:
