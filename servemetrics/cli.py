@@ -1,4 +1,4 @@
-"""The ``servemetrics`` command: ``serve``, ``import``, ``version``.
+"""The ``servemetrics`` command: ``serve``, ``import``, ``demo``, ``version``.
 
 Wiring happens here and in ``api/app.py`` only: the config file is read here and passed down.
 """
@@ -128,6 +128,28 @@ def import_file(
             "nothing was stored: no sample of the file maps to a catalog metric or engine metric, or all "
             "were already stored (docs/ingest.md lists what each source adapter keeps)"
         )
+
+
+@app.command()
+def demo(
+    port: Annotated[int, typer.Option("--port", help="Port of the service (API and gateway).")] = 8321,
+    api_key: Annotated[
+        str | None, typer.Option("--api-key", help="The demo organization's key (default: a random one).")
+    ] = None,
+    duration: Annotated[
+        float | None, typer.Option("--duration", min=10, help="Seconds of load, then stop (default: Ctrl-C).")
+    ] = None,
+    rate: Annotated[float, typer.Option("--rate", min=0.1, help="Mean requests per second (Poisson).")] = 4.0,
+    data_dir: Annotated[
+        Path | None, typer.Option("--data-dir", help="Keep config, data and logs here (default: a temp dir).")
+    ] = None,
+) -> None:
+    """Run the service, a real model on four replicas, replayed GPU/engine exporters and load."""
+    from servemetrics.demo.run import Options, run_demo
+
+    code = run_demo(Options(port, api_key, duration, rate, data_dir))
+    if code:
+        raise typer.Exit(code)
 
 
 @app.command()

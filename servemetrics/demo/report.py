@@ -1,0 +1,109 @@
+"""Metrics API calls of the demo and their Rich tables (metric, label set, value; SERIES: the last steps)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+from rich.table import Table
+
+SUMMARY_METRICS = [
+    "baseten_inference_requests_total",
+    "baseten_incoming_inference_requests_total",
+    "baseten_end_to_end_response_time_seconds",
+    "baseten_time_to_first_byte_seconds",
+    "baseten_request_size_bytes",
+    "baseten_concurrent_requests",
+    "baseten_replicas_active",
+    "baseten_replicas_desired",
+    "baseten_container_cpu_usage_seconds_total",
+    "baseten_container_cpu_memory_working_set_bytes",
+    "baseten_gpu_utilization",
+    "baseten_gpu_memory_used",
+]
+ASYNC_METRICS = [
+    "baseten_async_queue_size",
+    "baseten_time_in_async_queue_seconds",
+    "baseten_async_webhook_requests_total",
+    "baseten_async_webhook_latency_seconds",
+]
+SERIES_METRICS = [
+    "baseten_inference_requests_total",
+    "baseten_end_to_end_response_time_seconds",
+    "baseten_container_cpu_usage_seconds_total",
+]
+
+
+def query(
+    client: httpx.Client,
+    url: str,
+    mode: str,
+    metrics: list[str] | None = None,
+    start_ms: int | None = None,
+    end_ms: int | None = None,
+) -> dict[str, Any]:
+    """GET ``url`` (an environment's ``…/metrics``) with these parameters; raises on a non-2xx."""
+    params: list[tuple[str, str | int | float | bool | None]] = [("mode", mode)]
+    params += [("metrics", m) for m in metrics or []]
+    if start_ms is not None:
+        params.append(("start_epoch_millis", start_ms))
+    if end_ms is not None:
+        params.append(("end_epoch_millis", end_ms))
+    resp = client.get(url, params=params)
+    resp.raise_for_status()
+    body: dict[str, Any] = resp.json()
+    return body
+
+
+def values(body: dict[str, Any], step: int = -1) -> dict[tuple[str, str], float | None]:
+    """``(metric, "k=v")`` -> value in value set ``step`` (the last by default)."""
+    sets = body["metric_values"]
+    if not sets:
+        return {}
+    out = {}
+    for d, row in zip(body["metric_descriptors"], sets[step]["values"], strict=True):
+        for labels, v in zip(d["label_sets"], row, strict=True):
+            out[(d["name"], _labels(labels))] = v
+    return out
+
+
+def _labels(labels: dict[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in labels.items()) or "-"
+
+
+def fmt(value: float | None, unit: str, name: str = "") -> str:
+    """A value for a table: ``null``, seconds in ms, bytes in KiB/MiB, GPU ratios in %, CPU in cores."""
+    if value is None:
+        return "null"
+    if unit == "SECONDS":
+        return f"{value * 1000:.1f} ms"
+    if unit == "BYTES":
+        return f"{value / 2**20:.1f} MiB" if value >= 2**20 else f"{value / 1024:.1f} KiB"
+    if unit == "RATIO":
+        return f"{value:.3f} cores" if "cpu" in name else f"{value * 100:.1f} %"
+    if unit == "MEBIBYTES":
+        return f"{value:.1f} MiB"
+    return f"{value:.4g}"
+
+
+def _time(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).strftime("%H:%M:%S")
+
+
+def table(body: dict[str, Any], title: str, last_steps: int = 4) -> Table:
+    """metric | label set | value, or one value column per step for the last ``last_steps`` of a SERIES."""
+    sets = body["metric_values"][-last_steps:] if body["mode"] == "SERIES" else body["metric_values"][-1:]
+    window = f"{_time(body['start_epoch_millis'])}-{_time(body['end_epoch_millis'])} UTC"
+    out = Table(title=f"{title} ({window})", title_justify="left")
+    out.add_column("metric")
+    out.add_column("label set")
+    for s in sets:
+        out.add_column(
+            _time(s["start_epoch_millis"]) if body["mode"] == "SERIES" else "value", justify="right"
+        )
+    for i, d in enumerate(body["metric_descriptors"]):
+        for j, labels in enumerate(d["label_sets"]):
+            name = d["name"].removeprefix("baseten_")
+            out.add_row(name, _labels(labels), *(fmt(s["values"][i][j], d["unit_hint"], name) for s in sets))
+    return out

@@ -1,0 +1,245 @@
+"""``run_demo``: start everything, drive load and a rolling promotion, print tables, stop everything.
+
+Order: four replica processes and the two replays, then ``servemetrics serve`` on the generated config;
+wait until all are healthy; set the deployments' autoscaling settings through the management API; start
+the webhook receiver (when the service has ``async_predict``) and the load; print the first tables once
+requests show up in the API; promote ``production`` to ``d2`` at 25 % half way through (or after 60 s),
+then 50 % and 100 %; at the end stop the load, wait one scrape, print the tables again. Every child is
+stopped on the way out, also on Ctrl-C and SIGTERM.
+"""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import signal
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import FrameType
+
+import httpx
+from rich.console import Console
+
+from servemetrics.demo import report
+from servemetrics.demo.load import LoadGenerator, WebhookReceiver, has_async_route
+from servemetrics.demo.processes import Children, free_port, wait_http
+from servemetrics.demo.topology import (
+    ENVIRONMENT,
+    MODEL,
+    Topology,
+    make_topology,
+    service_config,
+    write_config,
+)
+
+SCRAPE_S = 5.0
+
+
+class Terminated(Exception):
+    """SIGTERM arrived."""
+
+
+@dataclass
+class Options:
+    """What ``servemetrics demo`` was asked for."""
+
+    port: int = 8321
+    api_key: str | None = None
+    duration: float | None = None
+    rate: float = 4.0
+    data_dir: Path | None = None
+
+
+def promotion_plan(duration: float | None) -> list[tuple[float, str, int]]:
+    """``(seconds after the load started, action, percent)``: promote at 25 %, then 50 %, then 100 %."""
+    start = duration / 2 if duration else 60.0
+    gap = (duration - start) / 3 if duration else 30.0
+    return [
+        (start, "promote", 25),
+        (start + gap, "promotion_percent", 50),
+        (start + 2 * gap, "promotion_percent", 100),
+    ]
+
+
+def _on_sigterm(signum: int, frame: FrameType | None) -> None:
+    raise Terminated()
+
+
+class Demo:
+    """One run; ``run()`` returns the exit code (0, 130 on Ctrl-C, 143 on SIGTERM)."""
+
+    def __init__(self, options: Options, console: Console) -> None:
+        self.o = options
+        self.console = console
+        self.key = options.api_key or f"sm-demo-{secrets.token_hex(8)}"
+        self.tmp = None if options.data_dir else Path(tempfile.mkdtemp(prefix="servemetrics-demo-"))
+        self.dir: Path = options.data_dir or self.tmp or Path(".")
+        self.children = Children(self._mkdir(self.dir / "logs"))
+        self.client = httpx.Client(headers={"Authorization": f"Api-Key {self.key}"}, timeout=30)
+        self.load: LoadGenerator | None = None
+        self.webhooks: WebhookReceiver | None = None
+        self.started_ms = int(time.time() * 1000)
+
+    @staticmethod
+    def _mkdir(path: Path) -> Path:
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    @property
+    def env_url(self) -> str:
+        return f"{self.topo.base}/v1/models/{MODEL}/environments/{ENVIRONMENT}"
+
+    def run(self) -> int:
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
+        try:
+            self._start()
+            self._drive()
+            return 0
+        except KeyboardInterrupt:
+            self.console.print("\ninterrupted: stopping")
+            return 130
+        except Terminated:
+            self.console.print("terminated: stopping")
+            return 143
+        finally:
+            self._shutdown()
+            signal.signal(signal.SIGTERM, previous)
+
+    def _start(self) -> None:
+        self.topo: Topology = make_topology(self.o.port, [free_port() for _ in range(6)])
+        cfg = service_config(self.topo, self.dir / "data", self.key, f"{SCRAPE_S:g}s")
+        config = write_config(self.dir / "servemetrics.yaml", cfg)
+        self.console.print(f"starting in {self.dir} (logs in {self.dir / 'logs'}); training the models…")
+        for r in self.topo.replicas:
+            args = ["--port", str(r.port), "--size", r.size, "--token-ms", f"{r.token_ms:g}", "--name", r.id]
+            self.children.start(r.id, ["-m", "servemetrics.demo.replica", *args])
+        for kind, port in (("dcgm", self.topo.dcgm_port), ("vllm", self.topo.vllm_port)):
+            self.children.start(
+                f"{kind}-replay", ["-m", "servemetrics.demo.replay", "--kind", kind, "--port", str(port)]
+            )
+        self.children.start("servemetrics-serve", ["-m", "servemetrics", "serve", "--config", str(config)])
+        wait_http(f"{self.topo.base}/healthz", self.children)
+        for r in self.topo.replicas:
+            wait_http(f"{r.url}/health", self.children, timeout=120)
+        for dep in self.topo.deployments():
+            self.client.patch(
+                f"{self.topo.base}/v1/models/{MODEL}/deployments/{dep}/autoscaling_settings",
+                json={"min_replica": 1, "max_replica": 6, "concurrency_target": 2},
+            ).raise_for_status()
+        self.async_ok = has_async_route(self.topo.base)
+        if self.async_ok:
+            self.webhooks = WebhookReceiver(free_port())
+        self._banner()
+
+    def _banner(self) -> None:
+        b = self.topo.base
+        self.console.print(f"\n[bold]servemetrics demo[/bold] — API key: [bold]{self.key}[/bold]")
+        self.console.print(f"  API      {b}/v1/models/{MODEL}/environments/{ENVIRONMENT}/metrics")
+        self.console.print(f"  OpenAPI  {b}/docs")
+        self.console.print(f"  metrics  {b}/metrics  (gateway: {b}/gateway/metrics)")
+        self.console.print(f"  predict  {b}/v1/models/{MODEL}/environments/{ENVIRONMENT}/predict")
+        for r in self.topo.replicas:
+            self.console.print(f"  replica  {r.id}: {r.url} ({r.size} model, {r.token_ms:g} ms/token)")
+        self.console.print(
+            f"  replays  dcgm-replay :{self.topo.dcgm_port}, vllm-replay :{self.topo.vllm_port}"
+        )
+        asyncs = f"on, webhooks to {self.webhooks.url}" if self.webhooks else "off (no async_predict route)"
+        self.console.print(f"  load     Poisson {self.o.rate:g}/s; async requests {asyncs}\n")
+
+    def _drive(self) -> None:
+        self.load = LoadGenerator(
+            self.topo.base,
+            self.key,
+            MODEL,
+            ENVIRONMENT,
+            self.o.rate,
+            self.webhooks.url if self.webhooks else None,
+        )
+        self.load.start()
+        t0 = time.monotonic()
+        plan = promotion_plan(self.o.duration)
+        shown = False
+        next_status = 15.0
+        while self.o.duration is None or time.monotonic() - t0 < self.o.duration:
+            time.sleep(0.5)
+            self.children.check()
+            elapsed = time.monotonic() - t0
+            while plan and plan[0][0] <= elapsed:
+                _, action, percent = plan.pop(0)
+                self._promote(action, percent)
+            if not shown and elapsed >= SCRAPE_S and self._has_requests():
+                self._tables("after the first scrapes")
+                shown = True
+            if elapsed >= next_status:
+                self._status(elapsed)
+                next_status += 15.0
+        self.load.stop()
+        time.sleep(SCRAPE_S + 1.5)  # one more scrape of the gateway and replicas
+        self._status(time.monotonic() - t0)
+        self._tables("at the end")
+
+    def _promote(self, action: str, percent: int) -> None:
+        body: dict[str, object] = {"percent": percent}
+        if action == "promote":
+            body["deployment_id"] = "d2"
+        resp = self.client.post(f"{self.env_url}/{action}", json=body)
+        word = "rolling promotion to d2 at" if action == "promote" else "promotion moved to"
+        if resp.is_success:
+            self.console.print(f"[bold]{word} {percent} %[/bold] ({action})")
+        else:
+            self.console.print(
+                f"[red]{action} {percent} % failed:[/red] {resp.status_code} {resp.text[:200]}"
+            )
+
+    def _has_requests(self) -> bool:
+        try:
+            body = report.query(self.client, f"{self.env_url}/metrics", "CURRENT")
+        except httpx.HTTPError:
+            return False
+        return any(v for (m, _), v in report.values(body).items() if m == "baseten_inference_requests_total")
+
+    def _status(self, elapsed: float) -> None:
+        counts = dict(sorted(self.load.counts.items())) if self.load else {}
+        hooks = f", webhooks received {len(self.webhooks.received)}" if self.webhooks else ""
+        self.console.print(f"[{elapsed:5.0f} s] client outcomes {counts}{hooks}")
+
+    def _tables(self, when: str) -> None:
+        now = int(time.time() * 1000)
+        start = max(self.started_ms - 60_000, now - 3_600_000)
+        url = f"{self.env_url}/metrics"
+        metrics = report.SUMMARY_METRICS + (report.ASYNC_METRICS if self.async_ok else [])
+        try:
+            current = report.query(self.client, url, "CURRENT")
+            summary = report.query(self.client, url, "SUMMARY", metrics, start, now)
+            series = report.query(self.client, url, "SERIES", report.SERIES_METRICS, start, now)
+        except httpx.HTTPError as exc:
+            self.console.print(f"[red]metrics API call failed:[/red] {exc}")
+            return
+        self.console.print(f"\n[bold]Tables {when}[/bold] (GET {url})")
+        self.console.print(report.table(current, "CURRENT (default metrics)"))
+        self.console.print(report.table(summary, "SUMMARY since the demo started"))
+        self.console.print(report.table(series, f"SERIES, last steps of {series.get('step_seconds')} s"))
+
+    def _shutdown(self) -> None:
+        try:
+            if self.load is not None:
+                self.load.stop()
+            if self.webhooks is not None:
+                self.webhooks.close()
+        finally:
+            self.children.stop_all()
+            self.client.close()
+            if self.tmp is not None:
+                shutil.rmtree(self.tmp, ignore_errors=True)
+        self.console.print("stopped every process")
+
+
+def run_demo(options: Options, console: Console | None = None) -> int:
+    """Run the demo; the exit code."""
+    if console is None:
+        console = Console()
+        if not console.is_terminal:
+            console = Console(width=120)  # a log file or pipe: room for the tables
+    return Demo(options, console).run()

@@ -1,0 +1,132 @@
+"""`servemetrics demo --duration 120` as a real subprocess: the API it feeds, the promotion, a clean exit.
+
+While the demo runs, the test records the demo's child processes (from /proc), waits for the rolling
+promotion's PROMOTED event, and after the promotion reached 100 % (40 s later) queries the environment:
+every default metric and the request, replica, CPU, GPU (and async, when the route exists) metrics are
+non-null, and the SERIES has a value set starting at the PROMOTED event's instant. Then the demo must
+exit 0 on its own and leave none of its children running.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from servemetrics.catalog import DEFAULT_METRICS
+from servemetrics.demo.load import has_async_route
+from tests.e2e.test_serve_e2e import free_port, start
+
+pytestmark = pytest.mark.e2e
+KEY = "demo-test-key"
+DURATION_S = 120
+REQUIRED = [
+    "baseten_inference_requests_total",
+    "baseten_incoming_inference_requests_total",
+    "baseten_replicas_active",
+    "baseten_replicas_desired",
+    "baseten_container_cpu_usage_seconds_total",
+    "baseten_container_cpu_memory_working_set_bytes",
+    "baseten_gpu_utilization",
+    "baseten_gpu_memory_used",
+]
+ASYNC = [
+    "baseten_async_queue_size",
+    "baseten_time_in_async_queue_seconds",
+    "baseten_async_webhook_requests_total",
+    "baseten_async_webhook_latency_seconds",
+]
+
+
+def _children(pid: int) -> set[int]:
+    """Direct children of ``pid`` now (from /proc/<n>/stat: field 4 is the parent)."""
+    out = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.add(int(stat.parent.name))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _nulls(body: dict) -> list[str]:
+    """``metric{labels}`` of every null value in the last value set."""
+    row = body["metric_values"][-1]["values"]
+    return [
+        f"{d['name']}{labels}"
+        for d, values in zip(body["metric_descriptors"], row, strict=True)
+        for labels, v in zip(d["label_sets"], values, strict=True)
+        if v is None
+    ]
+
+
+def test_demo_feeds_every_metric_promotes_and_exits_cleanly(tmp_path):
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = f"{base}/v1/models/demo-model/environments/production"
+    args = ["--duration", str(DURATION_S), "--port", str(port), "--api-key", KEY, "--data-dir", str(tmp_path)]
+    proc = start(["-m", "servemetrics", "demo", *args], tmp_path / "demo.out")
+    seen: set[int] = set()
+    client = httpx.Client(headers={"Authorization": f"Api-Key {KEY}"}, timeout=30)
+    try:
+        started_ms = int(time.time() * 1000)
+        promoted = None
+        deadline = time.monotonic() + DURATION_S / 2 + 90  # start-up and half the duration
+        while promoted is None and time.monotonic() < deadline:
+            assert proc.poll() is None, (tmp_path / "demo.out").read_text()
+            seen |= _children(proc.pid)
+            time.sleep(1)
+            try:
+                resp = client.get(f"{base}/v1/models/demo-model/events", params={"kinds": "PROMOTED"})
+            except httpx.HTTPError:
+                continue
+            if resp.status_code == 200:
+                events = [e for e in resp.json()["events"] if e["deployment_id"] == "d2"]
+                promoted = events[0] if events else None
+        assert promoted is not None, (tmp_path / "demo.out").read_text()
+        assert promoted["details"]["percent"] == 25 and promoted["details"]["rolling"] is True
+        promo_ms = promoted["epoch_millis"]
+
+        time.sleep(45)  # 50 % after 20 s, 100 % after 40 s, then a scrape
+        seen |= _children(proc.pid)
+        assert proc.poll() is None
+        now = int(time.time() * 1000)
+        assert client.get(env).json()["in_progress_promotion"] is None  # reached 100 %
+        current = client.get(f"{env}/metrics").json()
+        assert [d["name"] for d in current["metric_descriptors"]] == list(DEFAULT_METRICS)
+        assert _nulls(current) == []
+        metrics = REQUIRED + (ASYNC if has_async_route(base) else [])
+        window = {"start_epoch_millis": started_ms, "end_epoch_millis": now}
+        summary = client.get(
+            f"{env}/metrics", params={"mode": "SUMMARY", "metrics": metrics, **window}
+        ).json()
+        assert {d["name"] for d in summary["metric_descriptors"]} == set(metrics)
+        assert _nulls(summary) == []
+        series = client.get(f"{env}/metrics", params={"mode": "SERIES", **window}).json()
+        starts = [v["start_epoch_millis"] for v in series["metric_values"]]
+        assert promo_ms in starts and starts[0] == started_ms
+
+        assert proc.wait(timeout=DURATION_S) == 0
+    finally:
+        client.close()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out = (tmp_path / "demo.out").read_text()
+    assert KEY in out and f"{base}/docs" in out and "stopped every process" in out
+    for title in ("CURRENT", "SUMMARY", "SERIES"):
+        assert out.count(title) >= 2, out  # at start-up and at the end
+    assert len(seen) >= 7  # four replicas, two replays, the service
+    assert [pid for pid in seen if _alive(pid)] == []

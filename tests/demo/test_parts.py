@@ -1,0 +1,74 @@
+"""The demo's parts in process: the model, the replica's input check, the replays, the promotion plan."""
+
+from __future__ import annotations
+
+import pytest
+
+from servemetrics.demo.model import CharModel, ModelSize
+from servemetrics.demo.replay import FILES, REPLAYS, render
+from servemetrics.demo.replica import BadInput, parse_request
+from servemetrics.demo.run import promotion_plan
+from servemetrics.ingest.adapters import adapt
+from servemetrics.ingest.exposition import parse_exposition
+
+
+def test_the_model_trains_and_streams_words():
+    model = CharModel(ModelSize(context=3, embed=8, hidden=32, steps=150), text="the boat came home. " * 40)
+    assert model.loss < 1.5  # from ln(9) = 2.2 at random
+    tokens = list(model.generate("the", 5))
+    assert len(tokens) == 5 and all(t.endswith(" ") or len(t) == 24 for t in tokens)
+    assert set("".join(tokens)) <= set(model.chars)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"not json",
+        b"[1]",
+        b'{"text": "x"}',
+        b'{"prompt": " "}',
+        b'{"prompt": "x", "max_tokens": 0}',
+        b'{"prompt": "x", "max_tokens": true}',
+        b'{"prompt": "x", "temperature": 0}',
+    ],
+)
+def test_malformed_requests_are_bad_input(body):
+    with pytest.raises(BadInput):
+        parse_request(body)
+
+
+def test_a_valid_request_gets_defaults():
+    assert parse_request(b'{"prompt": "hi"}') == {
+        "prompt": "hi",
+        "max_tokens": 16,
+        "temperature": 0.8,
+        "fault": None,
+    }
+
+
+def _adapted(kind: str, t: float) -> dict[str, float]:
+    text = render((REPLAYS / FILES[kind]).read_text(), t, "/d1-r1/metrics")
+    parsed = parse_exposition(text.encode(), "text/plain; version=0.0.4", 1_700_000_000_000)
+    assert parsed.duplicates == 0
+    out: dict[str, float] = {}
+    for s in adapt(parsed.samples, {"replica": "d1-r1"}):
+        out[s.name] = out.get(s.name, 0.0) + s.value
+    return out
+
+
+def test_replays_parse_adapt_and_move():
+    gpu0, gpu1 = _adapted("dcgm", 0), _adapted("dcgm", 15)
+    for name in ("baseten_gpu_utilization", "baseten_gpu_memory_used"):
+        assert gpu0[name] > 0 and gpu0[name] != gpu1[name]
+    assert 0 < gpu1["baseten_gpu_utilization"] <= 1
+    vllm0, vllm1 = _adapted("vllm", 0), _adapted("vllm", 30)
+    assert vllm1["vllm:generation_tokens_total"] > vllm0["vllm:generation_tokens_total"]
+
+
+def test_promotion_plan():
+    assert promotion_plan(120) == [
+        (60, "promote", 25),
+        (80, "promotion_percent", 50),
+        (100, "promotion_percent", 100),
+    ]
+    assert promotion_plan(None)[0] == (60.0, "promote", 25)
