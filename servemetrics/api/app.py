@@ -21,10 +21,11 @@ from fastapi import FastAPI
 
 from servemetrics import __version__
 from servemetrics.api.errors import install_error_handlers
-from servemetrics.api.routes import export, ingest, inventory, management, metrics
+from servemetrics.api.routes import async_predict, export, ingest, inventory, management, metrics
 from servemetrics.api.routes import gateway as gateway_routes
 from servemetrics.config import Config, apply_config
 from servemetrics.gateway import Gateway, GatewayOptions
+from servemetrics.gateway.async_worker import AsyncGateway, AsyncOptions
 from servemetrics.ingest.scraper import Scraper, Target
 from servemetrics.registry import Registry
 from servemetrics.selfmetrics import SelfMetrics
@@ -107,6 +108,7 @@ def create_app(
     store: Store | None = None,
     gateway: bool = True,
     gateway_options: GatewayOptions | None = None,
+    async_options: AsyncOptions | None = None,
 ) -> FastAPI:
     """Build the service for ``config``.
 
@@ -117,6 +119,7 @@ def create_app(
         store: a store to use instead of the DuckDB file in ``config.data_dir`` (tests).
         gateway: mount the inference paths and ``/gateway/metrics`` and run the gateway.
         gateway_options: the gateway's tunables (default ``GatewayOptions()``).
+        async_options: async requests' tunables (default ``AsyncOptions()``).
     """
 
     @contextlib.asynccontextmanager
@@ -134,8 +137,8 @@ def create_app(
         app.state.service = service
         app.state.registry = registry
         if gateway:
-            service.gateway = app.state.gateway = Gateway(
-                registry, clock, gateway_options or GatewayOptions()
+            service.gateway = app.state.gateway = AsyncGateway(
+                registry, clock, gateway_options or GatewayOptions(), async_options
             )
             await service.gateway.start()
         tasks: list[asyncio.Task[None]] = []
@@ -174,5 +177,6 @@ def create_app(
         app.include_router(module.router)
     if gateway:
         app.include_router(gateway_routes.router)
+        app.include_router(async_predict.router)
         app.add_middleware(gateway_routes.InvalidateOnChange)
     return app

@@ -32,9 +32,14 @@ def _pepper(conn: Connection) -> None:
     conn.execute(insert(t.registry_secrets).values(name="key_pepper", value=secrets.token_hex(32)))
 
 
+def _async_requests(conn: Connection) -> None:
+    t.async_requests.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("0001_initial_tables", _initial),
     ("0002_api_key_pepper", _pepper),
+    ("0003_async_requests", _async_requests),
 ]
 
 

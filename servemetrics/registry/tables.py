@@ -211,3 +211,37 @@ events = Table(
     Column("details", JSON, nullable=False),
     Index("ix_events_model_at", "model_id", "at_ms"),
 )
+
+ASYNC_REQUEST_STATUSES = ("QUEUED", "IN_PROGRESS", "SUCCEEDED", "FAILED", "EXPIRED")
+"""``async_requests.status`` values (docs/gateway.md "Async requests"); the last three are terminal."""
+
+WEBHOOK_STATUSES = ("PENDING", "DELIVERED", "FAILED")
+"""``async_requests.webhook_status`` values (null: no webhook, or nothing to deliver yet)."""
+
+async_requests = Table(
+    "async_requests",
+    METADATA,
+    Column("seq", Integer, primary_key=True, autoincrement=True),  # arrival order (FIFO)
+    Column("id", String(64), nullable=False, unique=True),
+    Column("organization_id", ForeignKey("organizations.id", ondelete="CASCADE"), nullable=False),
+    Column("model_id", ForeignKey("models.id", ondelete="CASCADE"), nullable=False),
+    Column("environment", String(100), nullable=False),
+    Column("deployment_id", String(100), nullable=True),  # null until routed
+    Column("status", String(20), nullable=False),
+    Column("model_input", Text, nullable=False),  # JSON text, sent as the replica's request body
+    Column("webhook_endpoint", String(2000), nullable=True),
+    Column("max_time_in_queue_s", Integer, nullable=False),
+    Column("created_at_ms", Ms, nullable=False),
+    Column("started_at_ms", Ms, nullable=True),
+    Column("finished_at_ms", Ms, nullable=True),
+    Column("attempts", Integer, nullable=False, default=0),
+    Column("response_status", Integer, nullable=True),
+    Column("result", Text, nullable=True),  # the replica's body (bounded), decoded as UTF-8
+    Column("errors", JSON, nullable=True),  # list of {"code", "message"}
+    Column("webhook_status", String(20), nullable=True),
+    Column("webhook_attempts", Integer, nullable=False, default=0),
+    Column("webhook_last_error", Text, nullable=True),
+    Column("webhook_next_at_ms", Ms, nullable=True),  # when the next delivery attempt is due
+    Index("ix_async_requests_status_seq", "status", "seq"),
+)
+"""Async inference requests (servemetrics/gateway/async_store.py): they survive a restart."""
