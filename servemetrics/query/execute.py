@@ -3,8 +3,9 @@
 Recipes (DESIGN "Query semantics"; the store evaluates the per-series part, this module the rest):
 
 - GAUGE: per-series MEAN in each value set (LAST within 5 min in CURRENT), then per ``Scope``:
-  series are combined by the catalog's aggregation; DEPLOYMENT scope averages the copies within one
-  deployment first; REPLICA scope sums within a replica first.
+  series are combined by the catalog's aggregation; DEPLOYMENT scope sums the series of one source and
+  averages sources; REPLICA scope sums within a replica first. For both, the pieces of one series that a
+  promotion relabelled (``rollout_phase``, ``environment``) are averaged, not summed.
 - COUNTER: per-series INCREASE (resets count, no extrapolation), summed; PER_SECOND / RATIO metrics
   divide by the value set's seconds (REPLICA scope: per replica, then the aggregation across replicas).
 - HISTOGRAM: INCREASE of every bucket summed per ``le``, quantiles by PromQL ``histogram_quantile``
@@ -30,6 +31,8 @@ from servemetrics.store.base import Cell, Reducer, Selection, SelectResult, Stor
 
 Values = list[float | None]
 UP_METRIC = "up"
+PHASE_LABELS = ("environment", "rollout_phase")
+"""Labels a promotion changes on a live series (attached from the registry at ingest)."""
 
 _SCOPE_KEYS: dict[Scope, tuple[str, ...]] = {
     Scope.SERIES: (),
@@ -143,12 +146,34 @@ def _one_per_deployment(res: SelectResult) -> SelectResult:
     }
 
 
+def _merge_phases(res: SelectResult, n_scope: int) -> SelectResult:
+    """Groups ``(*scope, environment, rollout_phase, *labels)`` -> ``(*scope, *labels)``, averaging the
+    pieces: a promotion relabels a replica's or a deployment's series (``rollout_phase`` stable ->
+    promoting -> stable), so one gauge becomes several series over time; they are the same quantity,
+    never to be summed."""
+    merged: dict[tuple[str, ...], list[list[float]]] = {}
+    n = len(next(iter(res.values())))
+    for key, cells in res.items():
+        slots = merged.setdefault(
+            (*key[:n_scope], *key[n_scope + len(PHASE_LABELS) :]), [[] for _ in range(n)]
+        )
+        for i, cell in enumerate(cells):
+            if cell is not None:
+                slots[i].append(cell.total)
+    return {
+        key: [Cell(math.fsum(v) / len(v), 1) if v else None for v in slots] for key, slots in merged.items()
+    }
+
+
 def _gauge(ctx: _Context, metric: MetricDef) -> list[list[float | None]] | None:
     reducer = Reducer.LAST if ctx.plan.mode is Mode.CURRENT else Reducer.MEAN
-    group_by = _SCOPE_KEYS[metric.scope] + ((metric.by_label,) if metric.by_label else ())
-    res = ctx.select(metric.name, reducer, group_by)
+    scope = _SCOPE_KEYS[metric.scope]
+    phases = PHASE_LABELS if metric.scope is not Scope.SERIES else ()
+    res = ctx.select(metric.name, reducer, scope + phases + ((metric.by_label,) if metric.by_label else ()))
     if not res:
         return None
+    if phases:
+        res = _merge_phases(res, len(scope))
     if metric.scope is Scope.DEPLOYMENT:
         return _by_label_set(ctx, metric, _one_per_deployment(res), lambda i, c: c.total, pooled=False)
     if metric.scope is Scope.REPLICA:

@@ -289,3 +289,21 @@ def test_buckets_of_a_layout_without_data_in_the_step_do_not_take_part():
     assert row[0] == pytest.approx(0.1)
     assert row[1] == pytest.approx(0.82)
     assert row[4] == pytest.approx(0.2)
+
+
+def test_a_series_relabelled_by_a_promotion_is_not_counted_twice():
+    """rollout_phase stable -> promoting splits one gauge into two series: average them, never sum."""
+    mem = "baseten_container_cpu_memory_working_set_bytes"
+    active = "baseten_replicas_active"
+    store = store_with(
+        series(mem, [(0, 100), (15, 100)], deployment_id="d1", replica="r1", rollout_phase="stable"),
+        series(mem, [(30, 100), (45, 100)], deployment_id="d1", replica="r1", rollout_phase="promoting"),
+        series(mem, [(0, 300), (45, 300)], deployment_id="d1", replica="r2", rollout_phase="stable"),
+        series(active, [(0, 2), (15, 2)], deployment_id="d1", source="gateway", rollout_phase="stable"),
+        series(active, [(30, 2), (45, 2)], deployment_id="d1", source="gateway", rollout_phase="promoting"),
+    )
+    resp = run(store, [mem, active], Mode.SUMMARY, 0, 60)
+    assert values_of(resp, mem) == [[200.0]]  # mean over replicas of (r1: 100, r2: 300)
+    assert values_of(resp, active) == [[2.0]]
+    current = execute(build_plan("m1", Mode.CURRENT, None, None, [active], [(at(-60), D1)], at(50)), store)
+    assert values_of(current, active) == [[2.0]]
