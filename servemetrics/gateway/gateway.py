@@ -181,7 +181,7 @@ class Gateway:
             self._settings[dep_id] = info
         view = self.view.deployments.get(dep_id)
         labels = view.labels if view else (model.id, model.name, dep_id, env, "")
-        self.metrics.incoming.labels(*labels, "false").inc()
+        self.metrics.count_incoming(labels)
         body = await request.body()
 
         def answer(resp: Response) -> Response:

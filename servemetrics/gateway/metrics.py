@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -107,6 +108,9 @@ class GatewayMetrics:
             registry=r,
         )
         r.register(_GaugeCollector(gauges))
+        # label children bound once per label set: the request path skips ``labels()`` lookups
+        self._children: dict[tuple[tuple[str, ...], int], tuple[Any, ...]] = {}
+        self._incoming: dict[tuple[str, ...], Any] = {}
 
     def observe(
         self,
@@ -119,12 +123,30 @@ class GatewayMetrics:
         response_bytes: int,
     ) -> None:
         """Record one answered request (synchronous, non-async)."""
-        labels = (*dep_labels, str(status), "false")
-        self.requests.labels(*labels).inc()
-        self.end_to_end.labels(*labels).observe(end_to_end_s)
-        self.ttfb.labels(*labels).observe(ttfb_s)
-        self.request_size.labels(*labels).observe(request_bytes)
-        self.response_size.labels(*labels).observe(response_bytes)
+        key = (dep_labels, status)
+        children = self._children.get(key)
+        if children is None:
+            labels = (*dep_labels, str(status), "false")
+            children = self._children[key] = (
+                self.requests.labels(*labels),
+                self.end_to_end.labels(*labels),
+                self.ttfb.labels(*labels),
+                self.request_size.labels(*labels),
+                self.response_size.labels(*labels),
+            )
+        requests, end_to_end, ttfb, request_size, response_size = children
+        requests.inc()
+        end_to_end.observe(end_to_end_s)
+        ttfb.observe(ttfb_s)
+        request_size.observe(request_bytes)
+        response_size.observe(response_bytes)
+
+    def count_incoming(self, dep_labels: tuple[str, ...]) -> None:
+        """Count one arriving (synchronous) request."""
+        child = self._incoming.get(dep_labels)
+        if child is None:
+            child = self._incoming[dep_labels] = self.incoming.labels(*dep_labels, "false")
+        child.inc()
 
     def exposition(self) -> bytes:
         """The Prometheus text format of every gateway series."""

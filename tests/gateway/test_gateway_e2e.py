@@ -17,7 +17,6 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from servemetrics.registry import Registry
 from tests.e2e.test_serve_e2e import free_port, start, stop, wait_http
 
 pytestmark = pytest.mark.e2e
@@ -191,18 +190,18 @@ def test_rolling_promotion_splits_traffic_and_controls_act_at_once(svc):
     assert _split(base, 40) == {"d2": 40}
 
 
-def _set_policy(tmp: Path, dep: str, policy: str | None) -> None:
-    registry = Registry.open(f"sqlite:///{tmp / 'data' / 'registry.sqlite3'}")
-    try:
-        registry.set_request_backpressure("m1", dep, policy)
-    finally:
-        registry.close()
+def _set_policy(base: str, dep: str, policy: str | None) -> None:
+    r = httpx.patch(
+        f"{base}/v1/models/m1/deployments/{dep}/request_backpressure_settings",
+        headers=_auth(MANAGE),
+        json={"policy": policy},
+    )
+    assert r.status_code == 200 and r.json() == {"request_backpressure_settings": {"policy": policy}}, r.text
 
 
 def test_reject_on_full_answers_429_with_retry_after(svc):
-    base, _, tmp = svc
-    _set_policy(tmp, "d3", "REJECT_ON_FULL")
-    time.sleep(1.2)  # the gateway reads deployment settings at most 1 s old
+    base = svc[0]
+    _set_policy(base, "d3", "REJECT_ON_FULL")  # acts at once: the change drops the gateway's cache
     path = "/v1/models/m1/deployment/d3/predict"
     with ThreadPoolExecutor(1) as pool:
         slow = pool.submit(predict, base, path, delay_ms=1500)
@@ -213,6 +212,12 @@ def test_reject_on_full_answers_429_with_retry_after(svc):
     body = rejected.json()
     assert body["retry_after"] >= 1 and rejected.headers["retry-after"] == str(body["retry_after"])
     assert "capacity" in body["error"]
+    bad = httpx.patch(
+        f"{base}/v1/models/m1/deployments/d3/request_backpressure_settings",
+        headers=_auth(MANAGE),
+        json={"policy": "DROP"},
+    )
+    assert 400 <= bad.status_code < 500
 
 
 def test_queue_on_full_queues_in_order_and_completes(svc):

@@ -10,12 +10,16 @@ another organization's model, or one outside a scoped key, is a 404.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Awaitable, Callable
+
 from fastapi import APIRouter, Request, Response
+from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from servemetrics.api.deps import parse_authorization
-from servemetrics.api.errors import forbidden, not_found, unauthorized
+from servemetrics.api.errors import ApiError, forbidden, not_found, unauthorized
 from servemetrics.gateway import Gateway
 from servemetrics.registry import ModelInfo, can_invoke
 
@@ -115,16 +119,73 @@ def is_inference_path(path: str) -> bool:
     return path.endswith("/predict") or "/sync/" in path or path.startswith("/gateway/")
 
 
+Handler = Callable[[Request, str | None, str, str], Awaitable[Response]]
+
+
+async def _env(request: Request, model_id: str | None, env_name: str, path: str) -> Response:
+    model = await invoking_model(request, model_id)
+    return await _gateway(request).to_environment(request, model, env_name, path)
+
+
+async def _dep(request: Request, model_id: str | None, deployment_id: str, path: str) -> Response:
+    model = await invoking_model(request, model_id)
+    return await _gateway(request).to_deployment(request, model, deployment_id, path)
+
+
+_SEG = "([^/]+)"
+FAST_ROUTES: tuple[tuple[re.Pattern[str], frozenset[str], Handler, bool], ...] = tuple(
+    (re.compile(pattern), frozenset(methods), handler, has_model)
+    for pattern, methods, handler, has_model in (
+        (f"/v1/models/{_SEG}/environments/{_SEG}/predict", ["POST"], _env, True),
+        (f"/v1/models/{_SEG}/deployment/{_SEG}/predict", ["POST"], _dep, True),
+        (f"/v1/models/{_SEG}/environments/{_SEG}/sync/(.*)", METHODS, _env, True),
+        (f"/environments/{_SEG}/predict", ["POST"], _env, False),
+        (f"/deployment/{_SEG}/predict", ["POST"], _dep, False),
+        (f"/environments/{_SEG}/sync/(.*)", METHODS, _env, False),
+    )
+)
+"""The routes above as (path pattern, methods, handler, model in the path): what ``InvalidateOnChange``
+serves directly, without FastAPI's routing, dependency and exception layers (same answers)."""
+
+
+async def serve_inference(scope: Scope, receive: Receive, send: Send) -> bool:
+    """Answer an inference request without the router (False: not one, let the app answer it)."""
+    path, method = scope["path"], scope["method"]
+    for pattern, methods, handler, has_model in FAST_ROUTES:
+        m = pattern.fullmatch(path)
+        if m is None or method not in methods:
+            continue
+        groups = m.groups()
+        model_id, target = (groups[0], groups[1]) if has_model else (None, groups[0])
+        rest = groups[-1] if len(groups) > (2 if has_model else 1) else "predict"
+        request = Request(scope, receive)
+        try:
+            response = await handler(request, model_id, target, rest)
+        except ApiError as exc:
+            headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after is not None else None
+            body: dict[str, object] = {"error": exc.message}
+            if exc.retry_after is not None:
+                body["retry_after"] = exc.retry_after
+            response = JSONResponse(body, status_code=exc.status, headers=headers)
+        await response(scope, receive, send)
+        return True
+    return False
+
+
 class InvalidateOnChange:
     """ASGI middleware: a successful change under ``/v1/`` (any method but GET / HEAD / OPTIONS, not
     an inference path) drops the gateway's cached registry state as its response starts, so the next
-    request routes by the new state (promotions, pause, cancel, replicas, keys)."""
+    request routes by the new state (promotions, pause, cancel, replicas, keys).
+
+    It also serves the inference paths itself (``serve_inference``): the hot path skips the router."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         path = scope.get("path", "")
+        if scope["type"] == "http" and await serve_inference(scope, receive, send):
+            return
         if (
             scope["type"] != "http"
             or scope["method"] in ("GET", "HEAD", "OPTIONS")

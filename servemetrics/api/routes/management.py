@@ -240,6 +240,13 @@ class BackpressureSettings(_Body):
     policy: Literal["QUEUE_ON_FULL", "REJECT_ON_FULL"] | None = None
 
 
+class BackpressureUpdate(_Body):
+    """Body of ``PATCH …/deployments/{deployment_id}/request_backpressure_settings``: ``policy`` is
+    required, null resets it to the default (queue)."""
+
+    policy: Literal["QUEUE_ON_FULL", "REJECT_ON_FULL"] | None
+
+
 class EnvironmentCreate(_Body):
     """Body of ``POST /v1/models/{model_id}/environments``."""
 
@@ -334,6 +341,16 @@ def update_autoscaling(
     status = _call(registry.update_autoscaling, model.id, d.id, body.model_dump(exclude_none=True))
     message = "autoscaling settings updated" if status == "ACCEPTED" else "the settings were already these"
     return {"status": status, "message": message}
+
+
+@router.patch("/models/{model_id}/deployments/{deployment_id}/request_backpressure_settings")
+def update_backpressure(
+    registry: RegistryDep, model: ManageModel, deployment_id: str, body: BackpressureUpdate
+) -> dict[str, Any]:
+    """Set the policy → ``{request_backpressure_settings: {policy}}``; the gateway applies it at once."""
+    d = resolve_deployment(registry, model, deployment_id)
+    _call(registry.set_request_backpressure, model.id, d.id, body.policy)
+    return {"request_backpressure_settings": {"policy": body.policy}}
 
 
 @router.delete("/models/{model_id}/deployments/{deployment_id}/replicas/{replica_id}")
