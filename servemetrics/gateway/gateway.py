@@ -16,6 +16,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from urllib.parse import quote
 
 import httpx
 from starlette.requests import Request
@@ -24,11 +25,13 @@ from starlette.responses import Response
 from servemetrics.gateway.backpressure import Full, Gate
 from servemetrics.gateway.health import Health
 from servemetrics.gateway.metrics import DeploymentGauges, GatewayMetrics
-from servemetrics.gateway.proxy import Relay, error, request_headers
+from servemetrics.gateway.proxy import Refused, Relay, Upstream, UpstreamError, error, request_headers
 from servemetrics.gateway.state import DeploymentView, RegistryView, Replica
 from servemetrics.registry import AutoscalingSettings, DeploymentInfo, ModelInfo, Registry
 
 log = logging.getLogger(__name__)
+PATH_SAFE = "/!$&'()*+,;=:@-._~"
+"""Characters left as they are when the (decoded) path is sent on to the replica."""
 
 
 @dataclass(frozen=True)
@@ -60,6 +63,7 @@ class Gateway:
         self.options = options
         self.view = RegistryView(registry, clock_ms, options.state_ttl_s)
         self.metrics = GatewayMetrics(self.gauges)
+        self._upstream = Upstream(options.connect_timeout_s, options.upstream_timeout_s)
         self._client = httpx.AsyncClient(
             timeout=httpx.Timeout(options.upstream_timeout_s, connect=options.connect_timeout_s),
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=512),
@@ -89,6 +93,7 @@ class Gateway:
             await asyncio.gather(self._task, return_exceptions=True)
         await self.health.stop()
         await self._client.aclose()
+        await self._upstream.aclose()
 
     def invalidate(self) -> None:
         """Forget the cached registry state (after a management change)."""
@@ -222,24 +227,24 @@ class Gateway:
                 return answer(error(503, f"deployment {dep_id!r} has no active replica", 1))
             key = (dep_id, replica.name)
             self._outstanding[key] = self._outstanding.get(key, 0) + 1
-            url = f"{replica.base_url}/{path}"
             query = request.url.query
-            upstream_req = self._client.build_request(
-                request.method,
-                f"{url}?{query}" if query else url,
-                headers=request_headers(request.headers.raw),
-                content=body,
-            )
+            target = "/" + quote(path, safe=PATH_SAFE)
             try:
-                upstream = await self._client.send(upstream_req, stream=True)
-            except httpx.ConnectError:
+                upstream = await self._upstream.send(
+                    request.method,
+                    replica.base_url,
+                    f"{target}?{query}" if query else target,
+                    request_headers(request.headers.raw),
+                    body,
+                )
+            except Refused:
                 self._outstanding[key] -= 1
                 tried.add(replica.name)
                 continue
-            except httpx.HTTPError as exc:
+            except UpstreamError as exc:
                 self._outstanding[key] -= 1
                 gate.leave()
-                return answer(error(502, f"replica {replica.name!r} of {dep_id!r} failed: {exc!r}"))
+                return answer(error(502, f"replica {replica.name!r} of {dep_id!r} failed: {exc}"))
             break
 
         def done(relay: Relay) -> None:
