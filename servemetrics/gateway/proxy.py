@@ -1,7 +1,7 @@
 """Sending a request to a replica (``Upstream``), relaying its answer without buffering, timing it.
 
 ``Upstream`` is the gateway's own HTTP/1.1 client: keep-alive connections pooled per replica, the
-request written in one go, the answer's body read by its framing (length, chunked or to the close).
+request written in one go, the answer parsed by ``httptools`` (llhttp, as in uvicorn) as it arrives.
 It replaces ``httpx`` on the request path, whose connection pool cost about 1 ms of CPU a request and
 grew with the number of pooled connections (docs/gateway.md, Performance).
 
@@ -19,6 +19,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from urllib.parse import urlsplit
 
+import httptools
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
@@ -142,9 +143,6 @@ class Refused(UpstreamError):
     """The replica refused the connection: the request never reached it (try another replica)."""
 
 
-_NO_BODY_STATUS = frozenset({204, 304})
-
-
 class _Conn:
     __slots__ = ("reader", "writer", "reused")
 
@@ -157,67 +155,126 @@ class _Conn:
         self.writer.close()
 
 
+_HEAD_LIMIT = 65536
+
+
 class UpstreamResponse:
     """A replica's answer: ``status_code``, raw ``headers`` and the body to stream once with
     ``aiter_raw()`` (the bytes as sent, less the chunked framing); ``aclose()`` hands the connection
-    back to the pool when the body was read to its end, else closes it."""
+    back to the pool when the parser saw the whole message and keep-alive holds, else closes it.
 
-    def __init__(
-        self, pool: Upstream, key: str, conn: _Conn, status: int, headers: list[tuple[bytes, bytes]],
-        framing: str, length: int, keep_alive: bool, read_timeout_s: float,
-    ) -> None:  # fmt: skip
+    The answer is parsed by ``httptools.HttpResponseParser`` (llhttp), fed from the connection's
+    reader; this object is its callback protocol. 1xx interim answers are skipped, trailers dropped.
+    """
+
+    def __init__(self, pool: Upstream, key: str, conn: _Conn, head_only: bool, read_timeout_s: float) -> None:
         self._pool, self._key, self._conn = pool, key, conn
-        self.status_code = status
-        self.headers = headers
-        self._framing = framing  # "none", "length", "chunked" or "close"
-        self._length = length
-        self._keep_alive = keep_alive
+        self._head_only = head_only  # an answer to HEAD: no body, whatever its headers say
         self._timeout = read_timeout_s
-        self._complete = framing == "none"
+        self._parser = httptools.HttpResponseParser(self)
+        self.status_code = 0
+        self.headers: list[tuple[bytes, bytes]] = []
+        self._body: list[bytes] = []  # parsed body pieces not yet yielded
+        self._received = b""  # the answer's first bytes (for error messages; empty: nothing came)
+        self._head_done = False
+        self._complete = False
+        self._keep_alive = False
+        self._dirty = False  # bytes the message did not account for: never pool the connection
+        self._sized = False  # Content-Length or chunked: a close before the end is an error
+
+    # -- parser callbacks
+
+    def on_message_begin(self) -> None:
+        if self._head_done:
+            self._dirty = True  # a second answer to one request
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if self._head_done:
+            return  # a trailer: dropped
+        self.headers.append((name, value))
+        lname = name.lower()
+        if lname == b"content-length" or (lname == b"transfer-encoding" and b"chunked" in value.lower()):
+            self._sized = True
+
+    def on_headers_complete(self) -> None:
+        status = self._parser.get_status_code()
+        if 100 <= status < 200 and status != 101:  # 100 Continue, 103 Early Hints ...: skipped
+            self.headers = []
+            self._sized = False
+            return
+        self.status_code = status
+        self._head_done = True
+        if self._head_only:
+            self._complete = True
+            self._keep_alive = self._parser.should_keep_alive()
+
+    def on_body(self, body: bytes) -> None:
+        if self._complete:
+            self._dirty = True  # a body to HEAD
+        else:
+            self._body.append(body)
+
+    def on_message_complete(self) -> None:
+        if self._head_done and not self._complete:
+            self._complete = True
+            # here: llhttp clears the message's flags (Connection: close ...) once this returns
+            self._keep_alive = self._parser.should_keep_alive()
+
+    # -- reading
+
+    def _feed(self, data: bytes) -> None:
+        if not self._received:
+            self._received = data[:200]
+        try:
+            self._parser.feed_data(data)
+        except httptools.HttpParserUpgrade:  # 101 Switching Protocols: no HTTP body follows
+            self._complete = self._dirty = True
+        except httptools.HttpParserError as exc:
+            raise UpstreamError(
+                f"malformed answer from the replica ({exc}); it began {self._received!r}"
+            ) from exc
+
+    async def _read_head(self) -> None:
+        reader, got = self._conn.reader, 0
+        while not self._head_done:
+            data = await reader.read(65536)
+            if not data:
+                raise ConnectionResetError("the replica closed the connection")
+            self._feed(data)
+            got += len(data)
+            if got > _HEAD_LIMIT and not self._head_done:
+                raise UpstreamError(f"the replica's headers are over {_HEAD_LIMIT // 1024} KiB")
 
     async def aiter_raw(self) -> AsyncIterator[bytes]:
         """The body's bytes as they arrive."""
         reader, timeout = self._conn.reader, self._timeout
-        try:
-            if self._framing == "length":
-                left = self._length
-                while left > 0:
-                    async with asyncio.timeout(timeout):
-                        data = await reader.read(min(left, 65536))
-                    if not data:
-                        raise UpstreamError("the replica closed the connection inside the body")
-                    left -= len(data)
-                    yield data
-            elif self._framing == "chunked":
-                while True:
-                    async with asyncio.timeout(timeout):
-                        line = await reader.readuntil(b"\r\n")
-                        size = int(line.split(b";", 1)[0].strip(), 16)
-                        if size == 0:
-                            while (await reader.readuntil(b"\r\n")) != b"\r\n":
-                                pass  # trailers: dropped
-                            break
-                        data = await reader.readexactly(size + 2)
-                    yield data[:-2]
-            elif self._framing == "close":
-                while True:
-                    async with asyncio.timeout(timeout):
-                        data = await reader.read(65536)
-                    if not data:
-                        break
-                    yield data
-        except TimeoutError as exc:  # before OSError, its base class
-            raise UpstreamError(f"no body bytes for {timeout:g} s") from exc
-        except (OSError, ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
-            raise UpstreamError(f"reading the body failed: {exc!r}") from exc
-        self._complete = True
+        while True:
+            if self._body:
+                chunks, self._body = self._body, []
+                for chunk in chunks:
+                    yield chunk
+            if self._complete:
+                return
+            try:
+                async with asyncio.timeout(timeout):
+                    data = await reader.read(65536)
+            except TimeoutError as exc:  # before OSError, its base class
+                raise UpstreamError(f"no body bytes for {timeout:g} s") from exc
+            except OSError as exc:
+                raise UpstreamError(f"reading the body failed: {exc!r}") from exc
+            if data:
+                self._feed(data)
+            elif self._sized:
+                raise UpstreamError("the replica closed the connection inside the body")
+            else:
+                self._complete = True  # no length, not chunked: the body ends with the connection
 
     async def aclose(self) -> None:
-        """Give the connection back (a whole body was read and keep-alive holds), else close it."""
+        """Give the connection back (the whole message was parsed and keep-alive holds), else close it."""
         conn, self._conn = self._conn, None  # type: ignore[assignment]
         if conn is None:
             return
-        if self._complete and self._keep_alive and self._framing != "close":
+        if self._complete and self._keep_alive and not self._dirty:
             self._pool.release(self._key, conn)
         else:
             conn.close()
@@ -226,7 +283,7 @@ class UpstreamResponse:
 class Upstream:
     """HTTP/1.1 keep-alive connections to the replicas, pooled per replica (base URL).
 
-    Lean on purpose: one write per request, headers parsed once, no cookies, redirects or
+    Lean on purpose: one write per request, the answer parsed by llhttp, no cookies, redirects or
     decompression (the body is relayed as the replica sent it). ``connect_timeout_s`` bounds a new
     connection, ``read_timeout_s`` each wait for the replica's bytes.
     """
@@ -294,58 +351,20 @@ class Upstream:
         payload = b"".join(lines)
         while True:
             conn = await self._connect(base_url)
+            response = UpstreamResponse(self, base_url, conn, method == "HEAD", self.read_timeout_s)
             try:
                 conn.writer.write(payload)
                 async with asyncio.timeout(self.read_timeout_s):
-                    head = await conn.reader.readuntil(b"\r\n\r\n")
-                    while head[9:10] == b"1" and head[9:12] != b"101":  # 100 Continue, 103 ...: skip
-                        head = await conn.reader.readuntil(b"\r\n\r\n")
+                    await response._read_head()
             except TimeoutError as exc:  # before OSError, its base class
                 conn.close()
                 raise UpstreamError(f"no answer for {self.read_timeout_s:g} s") from exc
-            except (OSError, asyncio.IncompleteReadError) as exc:
+            except OSError as exc:
                 conn.close()
-                if conn.reused and not getattr(exc, "partial", b""):
+                if conn.reused and not response._received:
                     continue  # a kept-alive connection the replica had closed: nothing was read, retry
                 raise UpstreamError(f"the replica failed before answering: {exc!r}") from exc
-            except asyncio.LimitOverrunError as exc:
+            except UpstreamError:
                 conn.close()
-                raise UpstreamError("the replica's headers are over 64 KiB") from exc
-            break
-        try:
-            return self._parse(base_url, conn, method, head)
-        except (ValueError, IndexError) as exc:
-            conn.close()
-            raise UpstreamError(f"malformed answer from the replica: {head[:200]!r}") from exc
-
-    def _parse(self, key: str, conn: _Conn, method: str, head: bytes) -> UpstreamResponse:
-        status_line, _, rest = head[:-4].partition(b"\r\n")
-        version, status_s = status_line.split(b" ", 2)[:2]
-        status = int(status_s)
-        headers: list[tuple[bytes, bytes]] = []
-        length = -1
-        chunked = False
-        keep_alive = version == b"HTTP/1.1"
-        for line in rest.split(b"\r\n") if rest else ():
-            name, _, value = line.partition(b":")
-            value = value.strip()
-            headers.append((name, value))
-            lname = name.lower()
-            if lname == b"content-length":
-                length = int(value)
-            elif lname == b"transfer-encoding":
-                chunked = b"chunked" in value.lower()
-            elif lname == b"connection":
-                v = value.lower()
-                keep_alive = b"close" not in v and (keep_alive or b"keep-alive" in v)
-        if method == "HEAD" or status in _NO_BODY_STATUS or 100 <= status < 200:
-            framing = "none"
-        elif chunked:
-            framing = "chunked"
-        elif length >= 0:
-            framing = "length" if length else "none"
-        else:
-            framing = "close"
-        return UpstreamResponse(
-            self, key, conn, status, headers, framing, length, keep_alive, self.read_timeout_s
-        )
+                raise
+            return response
