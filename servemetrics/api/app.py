@@ -95,6 +95,9 @@ async def _retention(service: Service) -> None:
     while True:
         try:
             await asyncio.to_thread(service.store.delete_before, service.clock() - retention_ms)
+            if isinstance(service.gateway, AsyncGateway):
+                store = service.gateway.async_store
+                await asyncio.to_thread(store.purge_finished, service.clock() - retention_ms)
         except Exception:
             log.exception("applying retention failed; will retry")
         await asyncio.sleep(RETENTION_EVERY_S)

@@ -14,7 +14,7 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Engine, delete, insert, select, update
+from sqlalchemy import Engine, delete, insert, or_, select, update
 
 from servemetrics.registry import tables as t
 
@@ -228,3 +228,16 @@ class AsyncStore:
                     webhook_next_at_ms=next_at_ms,
                 )
             )
+
+    def purge_finished(self, before_ms: int) -> int:
+        """Delete terminal requests finished before ``before_ms`` whose webhook is not pending (retention:
+        the service calls it with its sample retention); returns how many were deleted."""
+        with self.engine.begin() as conn:
+            done = conn.execute(
+                delete(_A).where(
+                    _A.c.status.in_(sorted(TERMINAL)),
+                    _A.c.finished_at_ms < before_ms,
+                    or_(_A.c.webhook_status.is_(None), _A.c.webhook_status != "PENDING"),
+                )
+            )
+        return int(done.rowcount)

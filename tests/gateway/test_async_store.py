@@ -152,3 +152,19 @@ def test_good_bodies():
     )
     with pytest.raises(ApiError):
         parse_body(b'{"model_input": "' + b"x" * (4 << 20) + b'"}', o)
+
+
+def test_retention_purges_finished_requests_but_not_pending_webhooks_or_queued(store):
+    s, org = store
+    done = s.create(org, "m1", "production", "null", None, 600, 1_000)
+    hook = s.create(org, "m1", "production", "null", "http://127.0.0.1:1/hook", 600, 1_001)
+    queued = s.create(org, "m1", "production", "null", None, 600, 1_002)
+    for rid in (done, hook):
+        assert s.claim(rid, "d1", 2_000)
+        assert s.finish(rid, "SUCCEEDED", 3_000, response_status=200, result="{}", errors=[])
+    assert s.purge_finished(3_000) == 0  # finished at 3,000: not before it
+    assert s.purge_finished(10_000) == 1  # the webhook of `hook` is still PENDING
+    assert s.get(done) is None and s.get(hook) is not None and s.get(queued) is not None
+    s.webhook_attempted(hook, "DELIVERED", 1, None, None)
+    assert s.purge_finished(10_000) == 1 and s.get(hook) is None
+    assert [r.id for r in s.queued()] == [queued]
