@@ -17,7 +17,7 @@ import pytest
 
 from servemetrics.catalog import DEFAULT_METRICS
 from servemetrics.demo.load import has_async_route
-from tests.e2e.test_serve_e2e import free_port, start
+from tests.processes import free_port, start
 
 pytestmark = pytest.mark.e2e
 KEY = "demo-test-key"

@@ -5,20 +5,14 @@ The replica (examples/replica.py) records requests when told (POST /observe), so
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 
-from tests.conftest import REPO_ROOT
+from tests.processes import one_replica_service
 
 pytestmark = pytest.mark.e2e
 KEY = "e2e-metrics-key"
@@ -28,79 +22,10 @@ E2E = "baseten_end_to_end_response_time_seconds"
 CPU = "baseten_container_cpu_usage_seconds_total"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_http(url: str, deadline_s: float = 30.0) -> None:
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        try:
-            if httpx.get(url, timeout=1.0).status_code < 500:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise AssertionError(f"{url} did not come up within {deadline_s} s")
-
-
-def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
-    with open(log, "wb") as out:  # the child keeps its own descriptor
-        return subprocess.Popen(
-            [sys.executable, *args],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            cwd=REPO_ROOT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-
-
-def stop(proc: subprocess.Popen[bytes]) -> None:
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-
-
 @pytest.fixture(scope="module")
 def running(tmp_path_factory) -> Iterator[tuple[str, str, Path]]:
-    tmp = tmp_path_factory.mktemp("e2e")
-    rport, sport = free_port(), free_port()
-    replica = start(["examples/replica.py", "--port", str(rport)], tmp / "replica.log")
-    cfg = {
-        "listen": f"127.0.0.1:{sport}",
-        "data_dir": str(tmp / "data"),
-        "scrape_interval": "1s",
-        "scrape_timeout": "1s",
-        "organizations": [{"name": "acme", "api_keys": [{"key": KEY, "type": "WORKSPACE_MANAGE_ALL"}]}],
-        "models": [
-            {
-                "id": "m1",
-                "name": "e2e",
-                "organization": "acme",
-                "deployments": [
-                    {"id": "d1", "replicas": [{"id": "r1", "targets": [f"http://127.0.0.1:{rport}/metrics"]}]}
-                ],
-                "environments": [
-                    {"name": "production", "promotions": [{"deployment": "d1", "at": "2026-01-01T00:00:00Z"}]}
-                ],
-            }
-        ],
-    }
-    (tmp / "servemetrics.yaml").write_text(yaml.safe_dump(cfg))
-    service = start(
-        ["-m", "servemetrics", "serve", "--config", str(tmp / "servemetrics.yaml")], tmp / "serve.log"
-    )
-    try:
-        wait_http(f"http://127.0.0.1:{rport}/metrics")
-        wait_http(f"http://127.0.0.1:{sport}/healthz")
-        yield f"http://127.0.0.1:{sport}", f"http://127.0.0.1:{rport}", tmp
-    finally:
-        stop(service)
-        stop(replica)
+    with one_replica_service(tmp_path_factory.mktemp("e2e"), KEY) as svc:
+        yield svc.base, svc.replica, svc.tmp
 
 
 def scrapes_after(base: str, t_ms: int, timeout_s: float = 20.0) -> None:

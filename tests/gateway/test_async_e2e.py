@@ -23,8 +23,8 @@ import httpx
 import pytest
 import yaml
 
-from tests.e2e.test_serve_e2e import free_port, start, stop, wait_http
 from tests.gateway.test_gateway_e2e import gauge
+from tests.processes import free_port, start, stop, wait_http
 
 pytestmark = pytest.mark.e2e
 MANAGE, INVOKE, OTHER = "as-manage", "as-invoke-m1", "as-other-org"

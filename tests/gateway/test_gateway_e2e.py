@@ -17,7 +17,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.e2e.test_serve_e2e import free_port, start, stop, wait_http
+from tests.processes import free_port, start, stop, wait_http
 
 pytestmark = pytest.mark.e2e
 MANAGE, INVOKE, EXPORT, OTHER = "gw-manage", "gw-invoke-m1", "gw-export", "gw-other-org"

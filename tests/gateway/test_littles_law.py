@@ -25,9 +25,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-import yaml
 
-from tests.e2e.test_serve_e2e import free_port, start, stop, wait_http
+from tests.processes import one_replica_service
 
 pytestmark = pytest.mark.e2e
 KEY = "littles-law-key"
@@ -38,46 +37,13 @@ LOAD_S = 24.0
 
 @pytest.fixture(scope="module")
 def svc(tmp_path_factory) -> Iterator[str]:
-    tmp = tmp_path_factory.mktemp("littles_law")
-    rport, sport = free_port(), free_port()
-    replica = start(["examples/replica.py", "--port", str(rport), "--name", "r1"], tmp / "replica.log")
-    cfg = {
-        "listen": f"127.0.0.1:{sport}",
-        "data_dir": str(tmp / "data"),
-        "scrape_interval": "1s",
-        "scrape_timeout": "1s",
-        "organizations": [{"name": "acme", "api_keys": [{"key": KEY, "type": "WORKSPACE_MANAGE_ALL"}]}],
-        "models": [
-            {
-                "id": "m1",
-                "name": "little",
-                "organization": "acme",
-                "deployments": [
-                    {"id": "d1", "replicas": [{"id": "r1", "targets": [f"http://127.0.0.1:{rport}/metrics"]}]}
-                ],
-                "environments": [
-                    {"name": "production", "promotions": [{"deployment": "d1", "at": "2026-01-01T00:00:00Z"}]}
-                ],
-            }
-        ],
-    }
-    (tmp / "servemetrics.yaml").write_text(yaml.safe_dump(cfg))
-    service = start(
-        ["-m", "servemetrics", "serve", "--config", str(tmp / "servemetrics.yaml")], tmp / "serve.log"
-    )
-    base = f"http://127.0.0.1:{sport}"
-    try:
-        wait_http(f"http://127.0.0.1:{rport}/health")
-        wait_http(f"{base}/healthz")
+    with one_replica_service(tmp_path_factory.mktemp("littles_law"), KEY, ("--name", "r1")) as running:
         httpx.patch(
-            f"{base}/v1/models/m1/deployments/d1/autoscaling_settings",
+            f"{running.base}/v1/models/m1/deployments/d1/autoscaling_settings",
             headers={"Authorization": f"Api-Key {KEY}"},
             json={"concurrency_target": 100},
         ).raise_for_status()
-        yield base
-    finally:
-        stop(service)
-        stop(replica)
+        yield running.base
 
 
 def test_concurrency_is_rate_times_mean_latency(svc):
