@@ -21,7 +21,18 @@ from fastapi import FastAPI
 
 from servemetrics import __version__
 from servemetrics.api.errors import install_error_handlers
-from servemetrics.api.routes import async_predict, export, ingest, inventory, management, metrics
+from servemetrics.api.routes import (
+    async_predict,
+    catalog,
+    dashboard,
+    export,
+    ingest,
+    inventory,
+    loops,
+    management,
+    metrics,
+    organization,
+)
 from servemetrics.api.routes import gateway as gateway_routes
 from servemetrics.config import Config, apply_config
 from servemetrics.gateway import Gateway, GatewayOptions
@@ -176,7 +187,7 @@ def create_app(
         description="Model-serving metrics: the model metrics API, management API, ingest and export.",
     )
     install_error_handlers(app)
-    for module in (metrics, management, inventory, ingest, export):
+    for module in (metrics, management, inventory, ingest, export, catalog, organization, loops, dashboard):
         app.include_router(module.router)
     if gateway:
         app.include_router(gateway_routes.router)
