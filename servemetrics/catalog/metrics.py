@@ -31,8 +31,17 @@ _DEP, _REP = Scope.DEPLOYMENT, Scope.REPLICA
 _READINESS = ({"condition": "true"}, {"condition": "false"}, {"condition": "unknown"})
 
 
-def _hist(name: str, unit: Unit, help: str) -> MetricDef:
-    return MetricDef(name, Kind.HISTOGRAM, unit, _SUM, help, label_sets=HISTOGRAM_LABEL_SETS)
+def _hist(name: str, unit: Unit, help: str, panel: str) -> MetricDef:
+    return MetricDef(
+        name,
+        Kind.HISTOGRAM,
+        unit,
+        _SUM,
+        help,
+        label_sets=HISTOGRAM_LABEL_SETS,
+        panel=panel,
+        default_visible=True,
+    )
 
 
 _ROWS: tuple[MetricDef, ...] = (
@@ -44,6 +53,8 @@ _ROWS: tuple[MetricDef, ...] = (
         "Requests answered in the step, by status class of the response (2xx / 4xx / 5xx).",
         by_label="status_code",
         label_sets=STATUS_LABEL_SETS,
+        panel="Inference volume",
+        default_visible=True,
     ),
     MetricDef(
         "baseten_incoming_inference_requests_total",
@@ -51,19 +62,23 @@ _ROWS: tuple[MetricDef, ...] = (
         Unit.COUNT,
         _SUM,
         "Requests that arrived at the gateway in the step (counted at arrival, before queueing).",
+        panel="Incoming request volume",
+        default_visible=True,
     ),
     _hist(
         "baseten_end_to_end_response_time_seconds",
         Unit.SECONDS,
         "End-to-end response time (queueing, cold start and inference), in seconds.",
+        "End-to-end response time",
     ),
     _hist(
         "baseten_time_to_first_byte_seconds",
         Unit.SECONDS,
         "Time to the first byte of the response, in seconds (a proxy for time to first token).",
+        "Time to first byte",
     ),
-    _hist("baseten_request_size_bytes", Unit.BYTES, "Request body size in bytes."),
-    _hist("baseten_response_size_bytes", Unit.BYTES, "Response body size in bytes."),
+    _hist("baseten_request_size_bytes", Unit.BYTES, "Request body size in bytes.", "Request size"),
+    _hist("baseten_response_size_bytes", Unit.BYTES, "Response body size in bytes.", "Response size"),
     MetricDef(
         "baseten_replicas_active",
         Kind.GAUGE,
@@ -71,6 +86,9 @@ _ROWS: tuple[MetricDef, ...] = (
         _SUM,
         "Replicas ready to serve requests.",
         scope=_DEP,
+        panel="Replicas",
+        legend="Active",
+        default_visible=True,
     ),
     MetricDef(
         "baseten_replicas_starting",
@@ -79,6 +97,9 @@ _ROWS: tuple[MetricDef, ...] = (
         _SUM,
         "Replicas starting: waiting for resources or loading the model.",
         scope=_DEP,
+        panel="Replicas",
+        legend="Starting",
+        default_visible=True,
     ),
     MetricDef(
         "baseten_replicas_desired",
@@ -87,6 +108,18 @@ _ROWS: tuple[MetricDef, ...] = (
         _SUM,
         "Replicas the autoscaling settings ask for at the current concurrency (docs/gateway.md).",
         scope=_DEP,
+        panel="Replicas",
+        legend="Desired",
+        default_visible=True,
+    ),
+    MetricDef(
+        "baseten_container_restarts_total",
+        Kind.COUNTER,
+        Unit.COUNT,
+        _SUM,
+        "Container restarts in the step (crashes, OOM kills, failed liveness probes).",
+        panel="Restarts",
+        default_visible=True,
     ),
     MetricDef(
         "baseten_concurrent_requests",
@@ -95,14 +128,80 @@ _ROWS: tuple[MetricDef, ...] = (
         _SUM,
         "In-flight requests (being served or queued), async requests excluded.",
         scope=_DEP,
+        panel="Concurrent requests",
+        default_visible=True,
     ),
     MetricDef(
-        "baseten_ongoing_websocket_connections",
+        "baseten_container_cpu_usage_seconds_total",
+        Kind.COUNTER,
+        Unit.RATIO,
+        _MEAN,
+        "CPU used per replica, in cores (CPU-seconds per second), mean across replicas.",
+        scope=_REP,
+        panel="CPU usage",
+        default_visible=True,
+    ),
+    MetricDef(
+        "baseten_container_cpu_memory_working_set_bytes",
+        Kind.GAUGE,
+        Unit.BYTES,
+        _MEAN,
+        "Working-set memory per replica in bytes, mean across replicas.",
+        scope=_REP,
+        panel="CPU memory",
+        default_visible=True,
+    ),
+    MetricDef(
+        "baseten_gpu_utilization",
+        Kind.GAUGE,
+        Unit.RATIO,
+        _MEAN,
+        "Fraction of time a kernel ran on the GPU (0-1; converted from percent), mean across GPUs.",
+        panel="GPU usage",
+        default_visible=True,
+    ),
+    MetricDef(
+        "baseten_gpu_memory_used",
+        Kind.GAUGE,
+        Unit.MEBIBYTES,
+        _MEAN,
+        "GPU memory used per GPU in MiB, mean across GPUs.",
+        panel="GPU memory",
+        default_visible=True,
+    ),
+    MetricDef(
+        "baseten_gpu_temperature_celsius",
         Kind.GAUGE,
         Unit.COUNT,
-        _SUM,
-        "Open websocket connections.",
-        scope=_DEP,
+        _MEAN,
+        "GPU temperature in degrees Celsius (unit hint COUNT: the spec has no temperature unit), "
+        "mean across GPUs.",
+        panel="GPU temperature",
+        default_visible=True,
+    ),
+    MetricDef(
+        "baseten_gpu_tensor_core_utilization",
+        Kind.GAUGE,
+        Unit.RATIO,
+        _MEAN,
+        "Fraction of cycles the tensor pipe was active (0-1), mean across GPUs.",
+        panel="GPU tensor core utilization",
+        default_visible=True,
+    ),
+    MetricDef(
+        "baseten_gpu_memory_bandwidth_utilization",
+        Kind.GAUGE,
+        Unit.RATIO,
+        _MEAN,
+        "Fraction of cycles the device-memory interface was active (0-1), mean across GPUs.",
+        panel="GPU memory bandwidth utilization",
+        default_visible=True,
+    ),
+    _hist(
+        "baseten_time_in_async_queue_seconds",
+        Unit.SECONDS,
+        "Time async requests wait in the queue before processing, in seconds.",
+        "Time in async queue",
     ),
     MetricDef(
         "baseten_async_queue_size",
@@ -111,11 +210,8 @@ _ROWS: tuple[MetricDef, ...] = (
         _SUM,
         "Async requests waiting in the queue.",
         scope=_DEP,
-    ),
-    _hist(
-        "baseten_time_in_async_queue_seconds",
-        Unit.SECONDS,
-        "Time async requests wait in the queue before processing, in seconds.",
+        panel="Async queue size",
+        default_visible=True,
     ),
     MetricDef(
         "baseten_async_webhook_requests_total",
@@ -125,48 +221,23 @@ _ROWS: tuple[MetricDef, ...] = (
         "Async webhook deliveries sent in the step, by status class.",
         by_label="status_code",
         label_sets=STATUS_LABEL_SETS,
+        panel="Webhook requests",
+        default_visible=True,
     ),
     _hist(
         "baseten_async_webhook_latency_seconds",
         Unit.SECONDS,
         "Latency of async webhook deliveries, in seconds.",
+        "Webhook latency",
     ),
     MetricDef(
-        "baseten_container_cpu_usage_seconds_total",
-        Kind.COUNTER,
-        Unit.RATIO,
-        _MEAN,
-        "CPU used per replica, in cores (CPU-seconds per second), mean across replicas.",
-        scope=_REP,
-    ),
-    MetricDef(
-        "baseten_container_cpu_memory_working_set_bytes",
+        "baseten_ongoing_websocket_connections",
         Kind.GAUGE,
-        Unit.BYTES,
-        _MEAN,
-        "Working-set memory per replica in bytes, mean across replicas.",
-        scope=_REP,
-    ),
-    MetricDef(
-        "baseten_gpu_memory_used",
-        Kind.GAUGE,
-        Unit.MEBIBYTES,
-        _MEAN,
-        "GPU memory used per GPU in MiB, mean across GPUs.",
-    ),
-    MetricDef(
-        "baseten_gpu_utilization",
-        Kind.GAUGE,
-        Unit.RATIO,
-        _MEAN,
-        "Fraction of time a kernel ran on the GPU (0-1; converted from percent), mean across GPUs.",
-    ),
-    MetricDef(
-        "baseten_container_restarts_total",
-        Kind.COUNTER,
         Unit.COUNT,
         _SUM,
-        "Container restarts in the step (crashes, OOM kills, failed liveness probes).",
+        "Open websocket connections.",
+        scope=_DEP,
+        panel="WebSocket connections",
     ),
     MetricDef(
         "baseten_pod_readiness",
@@ -177,33 +248,13 @@ _ROWS: tuple[MetricDef, ...] = (
         scope=_DEP,
         by_label="condition",
         label_sets=_READINESS,
-    ),
-    MetricDef(
-        "baseten_gpu_temperature_celsius",
-        Kind.GAUGE,
-        Unit.COUNT,
-        _MEAN,
-        "GPU temperature in degrees Celsius (unit hint COUNT: the spec has no temperature unit), "
-        "mean across GPUs.",
-    ),
-    MetricDef(
-        "baseten_gpu_tensor_core_utilization",
-        Kind.GAUGE,
-        Unit.RATIO,
-        _MEAN,
-        "Fraction of cycles the tensor pipe was active (0-1), mean across GPUs.",
-    ),
-    MetricDef(
-        "baseten_gpu_memory_bandwidth_utilization",
-        Kind.GAUGE,
-        Unit.RATIO,
-        _MEAN,
-        "Fraction of cycles the device-memory interface was active (0-1), mean across GPUs.",
+        panel="Pod readiness",
     ),
 )
 
 CATALOG: dict[str, MetricDef] = {m.name: m for m in _ROWS}
-"""Canonical metric name -> definition, in the catalog's order."""
+"""Canonical metric name -> definition, in the catalog's order: the dashboard's panel order (the spec
+page's graphs first, in the page's order; then graphs hidden by default)."""
 
 DEFAULT_METRICS: tuple[str, ...] = (
     "baseten_replicas_active",

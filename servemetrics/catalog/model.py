@@ -74,6 +74,14 @@ class MetricDef:
         by_label: for a by-label metric, the stored label whose values choose the label set
             (``status_code`` -> ``{status: 2xx}``; ``condition`` -> ``{condition: true}``); None otherwise.
         label_sets: the fixed label sets of the descriptor, in order.
+        panel: title of the dashboard graph that draws this metric ("Replicas"); metrics with the same
+            panel share one graph, panels come in the order of their first metric in ``CATALOG``;
+            "" = not graphed (rows outside ``CATALOG``, e.g. trainer series).
+        legend: name of this metric's line inside a panel of several metrics ("Desired"); "" when the
+            panel has one metric (its lines are then named by the label sets).
+        default_visible: True when the graph is shown before the user customises the view (the spec
+            page's graphs); False for graphs listed hidden in "Customize view" (engine metrics,
+            websocket connections, pod readiness).
     """
 
     name: str
@@ -84,6 +92,9 @@ class MetricDef:
     scope: Scope = Scope.SERIES
     by_label: str | None = None
     label_sets: tuple[dict[str, str], ...] = PLAIN_LABEL_SETS
+    panel: str = ""
+    legend: str = ""
+    default_visible: bool = False
 
     @property
     def per_second(self) -> bool:

@@ -15,8 +15,9 @@ def markdown_table() -> str:
     """The catalog as a Markdown table between the BEGIN and END markers."""
     rows = [
         BEGIN,
-        "| metric | kind | unit hint | aggregation | scope | label sets | description |",
-        "|---|---|---|---|---|---|---|",
+        "| metric | kind | unit hint | aggregation | scope | label sets | panel | legend | shown by default "
+        "| description |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for m in CATALOG.values():
         label_sets = ", ".join(
@@ -24,7 +25,8 @@ def markdown_table() -> str:
         )
         rows.append(
             f"| `{m.name}` | {m.kind.value} | {m.unit.value} | {m.aggregation.value} | "
-            f"{m.scope.value} | {label_sets} | {m.help} |"
+            f"{m.scope.value} | {label_sets} | {m.panel} | {m.legend} | "
+            f"{'yes' if m.default_visible else 'no'} | {m.help} |"
         )
     rows.append(END)
     return "\n".join(rows)

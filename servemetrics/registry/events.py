@@ -12,6 +12,18 @@ from servemetrics.registry._base import RegistryBase
 from servemetrics.registry.records import EventInfo, InvalidValue
 
 EVENT_KINDS = t.EVENT_KINDS
+EVENT_TITLES: dict[str, str] = {
+    "DEPLOYED": "Deployed",
+    "PROMOTED": "Promoted",
+    "PROMOTION_CONTROL": "Promotion control action",
+    "AUTOSCALING_CHANGED": "Autoscaling changed",
+    "ACTIVATED": "Activated",
+    "DEACTIVATED": "Deactivated",
+    "INSTANCE_TYPE_CHANGED": "Instance type changed",
+    "REPLICA_TERMINATED": "Replica terminated",
+    "ENVIRONMENT_UPDATED": "Environment updated",
+}
+"""Event kind -> the display name of the dashboard's Events overlay (metrics-dashboard.md "Events")."""
 
 
 class EventsMixin(RegistryBase):

@@ -22,6 +22,11 @@ Semantics every backend must meet (DESIGN "Query semantics"; ``MemoryStore`` is 
   whose ``deployment_id`` is in any value set appears, even when all its cells are ``None`` (so callers
   can tell "no such series" (omit the metric) from "no sample in the window" (null)).
 - A sample appended for a series and timestamp already stored is ignored (first write wins).
+- ``label_values(name, label, matchers)``: the sorted distinct values of one label over the stored series
+  named ``name`` that match every matcher; series without the label are skipped. No time range: every
+  series the store holds counts (MemoryStore and DuckDBStore keep a series listed after retention dropped
+  its samples; an engine that forgets such series may leave it out). Like Prometheus
+  ``GET /api/v1/label/<label>/values?match[]=<name>{<matchers>}``.
 """
 
 from __future__ import annotations
@@ -109,6 +114,11 @@ class Store(Protocol):
 
     def delete_before(self, ts_ms: int) -> int:
         """Drop samples older than ``ts_ms`` (retention); return how many were dropped."""
+        ...
+
+    def label_values(self, name: str, label: str, matchers: tuple[tuple[str, str], ...] = ()) -> list[str]:
+        """Sorted distinct values of ``label`` over the stored series ``name`` matching every matcher
+        (label equality, as in ``Selection.matchers``); ``[]`` when none. See the module docstring."""
         ...
 
     def stats(self) -> StoreStats:

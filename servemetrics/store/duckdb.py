@@ -438,6 +438,16 @@ class DuckDBStore:
         self._resolved[(name, matchers)] = (n_keys, sids)
         return sids
 
+    def label_values(self, name: str, label: str, matchers: tuple[tuple[str, str], ...] = ()) -> list[str]:
+        """Sorted distinct values of ``label`` over the series ``name`` matching ``matchers`` (from the
+        in-memory series index; no sample is read)."""
+        self._check_open()
+        labels = self._labels
+        found = {
+            labels[s][label] for s in self._matching(name, tuple(matchers)).tolist() if label in labels[s]
+        }
+        return sorted(found)
+
     def select(self, selection: Selection) -> SelectResult:
         """Evaluate ``selection`` (semantics in ``servemetrics.store.base``) on the current view."""
         check_value_sets(selection.value_sets)

@@ -121,6 +121,15 @@ class MemoryStore:
                 cells[i] = Cell(value, 1) if old is None else Cell(old.total + value, old.series + 1)
         return out
 
+    def label_values(self, name: str, label: str, matchers: tuple[tuple[str, str], ...] = ()) -> list[str]:
+        """Sorted distinct values of ``label`` over the series ``name`` matching ``matchers``."""
+        out: set[str] = set()
+        for labels in self._by_name.get(name, []):
+            lab = dict(labels)
+            if label in lab and all(lab.get(k) == v for k, v in matchers):
+                out.add(lab[label])
+        return sorted(out)
+
     def delete_before(self, ts_ms: int) -> int:
         """Drop samples older than ``ts_ms``; return how many were dropped."""
         dropped = 0

@@ -1,7 +1,66 @@
-"""Placeholder router (filled in by the catalog work)."""
+"""What the dashboard builds its graphs from: the catalog's descriptors and histogram bounds.
+
+- ``GET /v1/metrics_catalog``: every catalog metric with its graph fields (panel, legend, shown by
+  default) and the nine event kinds with their display names. Any valid key.
+- ``GET /v1/models/{model_id}/histogram_bounds?metrics=...``: the highest finite bucket bound of each
+  histogram (``query.bounds``), so the page can show a quantile clamped at it as "≥ bound".
+
+docs/dashboard-api.md describes both.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated, Any
 
-router = APIRouter()
+from fastapi import APIRouter, Query, Request
+
+from servemetrics.api.deps import Auth, ReadModel
+from servemetrics.api.errors import bad_request
+from servemetrics.catalog import CATALOG, Kind, MetricDef
+from servemetrics.query.bounds import NotHistogramError, histogram_bounds, histogram_names
+from servemetrics.query.plan import UnknownMetricError
+from servemetrics.registry.events import EVENT_KINDS, EVENT_TITLES
+
+router = APIRouter(tags=["dashboard"])
+
+
+def metric_entry(m: MetricDef) -> dict[str, Any]:
+    """One catalog row as JSON: the spec's descriptor fields plus aggregation, help and graph fields."""
+    return {
+        "name": m.name,
+        "kind": m.kind.value,
+        "unit_hint": m.unit.value,
+        "aggregation": m.aggregation.value,
+        "label_sets": [dict(ls) for ls in m.label_sets],
+        "help": m.help,
+        "panel": m.panel,
+        "legend": m.legend,
+        "default_visible": m.default_visible,
+    }
+
+
+@router.get("/v1/metrics_catalog")
+def metrics_catalog(_: Auth) -> dict[str, Any]:
+    """``{metrics: [...] (catalog order = panel order), event_kinds: [{kind, title}] (nine kinds)}``."""
+    return {
+        "metrics": [metric_entry(m) for m in CATALOG.values()],
+        "event_kinds": [{"kind": k, "title": EVENT_TITLES[k]} for k in EVENT_KINDS],
+    }
+
+
+@router.get("/v1/models/{model_id}/histogram_bounds")
+def model_histogram_bounds(
+    request: Request,
+    model: ReadModel,
+    metrics: Annotated[
+        list[str] | None, Query(description="Repeatable histogram metric names (default: every histogram).")
+    ] = None,
+) -> dict[str, Any]:
+    """``{bounds: {metric: highest finite le (float, the metric's unit)}}``; metrics without stored
+    bucket series are left out; 400 for unknown or non-histogram names."""
+    default = [m.name for m in CATALOG.values() if m.kind is Kind.HISTOGRAM]
+    try:
+        names = histogram_names(metrics or default)
+    except (UnknownMetricError, NotHistogramError) as exc:
+        raise bad_request(str(exc)) from exc
+    return {"bounds": histogram_bounds(request.app.state.service.store, model.id, names)}

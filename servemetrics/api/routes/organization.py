@@ -1,7 +1,86 @@
-"""Placeholder router (filled in by the organization work)."""
+"""Organization-wide views: ``GET /v1/organization/gpu_usage`` (active GPUs over time).
+
+The caller's key decides the organization and the models counted: keys that may read metrics
+(WORKSPACE_EXPORT_METRICS, optionally scoped to model ids: only those models; WORKSPACE_MANAGE_ALL,
+PERSONAL); other key types get 403. The computation is ``query.gpu_usage``; docs/dashboard-api.md.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated, Any
 
-router = APIRouter()
+from fastapi import APIRouter, Query, Request
+from pydantic import BeforeValidator
+
+from servemetrics.api.deps import Auth, RegistryDep
+from servemetrics.api.errors import bad_request, forbidden
+from servemetrics.ingest.exposition import MAX_TS_MS
+from servemetrics.query.gpu_usage import GpuDeployment, GroupBy, gpu_usage
+from servemetrics.query.windows import WindowError
+from servemetrics.registry import KeyInfo, Registry, can_read_metrics
+
+router = APIRouter(tags=["organization"])
+GPU_USAGE_PARAMETERS = frozenset({"start_epoch_millis", "end_epoch_millis", "group_by", "gpu_type"})
+UNKNOWN_GPU_TYPE = "unknown"
+"""GPU type reported for a deployment with GPUs whose type the registry does not know."""
+
+
+def gpu_deployments(registry: Registry, key: KeyInfo) -> list[GpuDeployment]:
+    """Deployments with ``gpu_count > 0`` of the models of the key's organization it may read."""
+    out = []
+    for model in registry.list_models(key.organization_id):
+        if not can_read_metrics(key, model.id):
+            continue
+        for d in registry.list_deployments(model.id):
+            if d.gpu_count > 0:
+                gpu_type = d.gpu_type or UNKNOWN_GPU_TYPE
+                out.append(GpuDeployment(model.id, model.name, d.id, gpu_type, d.gpu_count))
+    return out
+
+
+@router.get("/v1/organization/gpu_usage")
+def organization_gpu_usage(
+    request: Request,
+    registry: RegistryDep,
+    key: Auth,
+    start_epoch_millis: Annotated[
+        int | None, Query(ge=0, le=MAX_TS_MS, description="Window start, epoch ms (default: end - 1 h).")
+    ] = None,
+    end_epoch_millis: Annotated[
+        int | None, Query(ge=0, le=MAX_TS_MS, description="Window end, epoch ms (default: now).")
+    ] = None,
+    group_by: Annotated[
+        GroupBy,
+        BeforeValidator(lambda v: v.lower() if isinstance(v, str) else v),
+        Query(description="gpu_type (default) or model."),
+    ] = GroupBy.GPU_TYPE,
+    gpu_type: Annotated[
+        list[str] | None, Query(description="Repeatable GPU type filter (default: every type).")
+    ] = None,
+) -> dict[str, Any]:
+    """Active GPUs (active replicas x GPUs per replica) per step, grouped by GPU type or by model."""
+    unknown = sorted(set(request.query_params) - GPU_USAGE_PARAMETERS)
+    if unknown:
+        raise bad_request(
+            f"unknown query parameter(s): {', '.join(unknown)[:200]}; this endpoint takes "
+            + ", ".join(sorted(GPU_USAGE_PARAMETERS))
+        )
+    if key.type not in ("WORKSPACE_EXPORT_METRICS", "WORKSPACE_MANAGE_ALL", "PERSONAL"):
+        raise forbidden(
+            f"a {key.type} key cannot read metrics; use a WORKSPACE_EXPORT_METRICS, "
+            "WORKSPACE_MANAGE_ALL or PERSONAL key"
+        )
+    service = request.app.state.service
+    types = [t.strip() for v in gpu_type or () for t in v.split(",") if t.strip()]
+    try:
+        return gpu_usage(
+            service.store,
+            gpu_deployments(registry, key),
+            start_epoch_millis,
+            end_epoch_millis,
+            service.clock(),
+            group_by,
+            types or None,
+        )
+    except WindowError as exc:
+        raise bad_request(str(exc)) from exc
