@@ -1,0 +1,71 @@
+// The API client: every call the dashboard makes, with the key as `Authorization: Bearer <key>`.
+// Errors: ApiError(status, message) with the API's own `{"error"}` text; AuthError for 401 (the page
+// then shows the sign-in again). Times are epoch milliseconds, as the API takes them.
+
+export class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.status = status;
+  }
+}
+
+export class AuthError extends ApiError {}
+
+function query(params) {
+  const q = new URLSearchParams();
+  for (const [name, value] of Object.entries(params || {})) {
+    if (value === undefined || value === null) continue;
+    for (const v of Array.isArray(value) ? value : [value]) q.append(name, String(v));
+  }
+  const s = q.toString();
+  return s ? `?${s}` : "";
+}
+
+export function createClient(key) {
+  async function get(path, params) {
+    let resp;
+    try {
+      resp = await fetch(path + query(params), { headers: { Authorization: `Bearer ${key}` } });
+    } catch (err) {
+      throw new ApiError(0, `could not reach the service (${err.message}); is servemetrics running?`);
+    }
+    let body = null;
+    try {
+      body = await resp.json();
+    } catch {
+      body = null;
+    }
+    if (resp.ok) return body;
+    const text = (body && body.error) || `HTTP ${resp.status} ${resp.statusText}`;
+    if (resp.status === 401) throw new AuthError(401, text);
+    throw new ApiError(resp.status, text);
+  }
+
+  const m = (id) => `/v1/models/${encodeURIComponent(id)}`;
+  return {
+    catalog: () => get("/v1/metrics_catalog"),
+    models: () => get("/v1/models"),
+    deployments: (model) => get(`${m(model)}/deployments`),
+    environments: (model) => get(`${m(model)}/environments`),
+    events: (model, start, end, kinds) =>
+      get(`${m(model)}/events`, { start_epoch_millis: start, end_epoch_millis: end, kinds }),
+    histogramBounds: (model, metrics) => get(`${m(model)}/histogram_bounds`, { metrics }),
+    // scope: {type: "environment" | "deployment", id}
+    metrics: (model, scope, start, end, metrics) => {
+      const part = scope.type === "environment" ? "environments" : "deployments";
+      return get(`${m(model)}/${part}/${encodeURIComponent(scope.id)}/metrics`, {
+        mode: "SERIES",
+        start_epoch_millis: start,
+        end_epoch_millis: end,
+        metrics,
+      });
+    },
+    gpuUsage: (start, end, groupBy, gpuTypes) =>
+      get("/v1/organization/gpu_usage", {
+        start_epoch_millis: start,
+        end_epoch_millis: end,
+        group_by: groupBy,
+        gpu_type: gpuTypes,
+      }),
+  };
+}

@@ -1,0 +1,111 @@
+// Units and labels: how a value of the API is shown (axis ticks, hover values, legends).
+// Unit hints are the spec's (SECONDS, BYTES, MEBIBYTES, PER_SECOND, COUNT, RATIO); COUNT counters are
+// totals per step ("requests per 30 s"), RATIO gauges are fractions shown as %, RATIO counters are
+// CPU-seconds per second shown as cores (docs/catalog.md).
+
+const BINARY = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+
+export function num(v) {
+  const a = Math.abs(v);
+  if (a === 0) return "0";
+  if (a >= 1e6) return trim((v / 1e6).toFixed(a >= 1e8 ? 0 : 2)) + " M";
+  if (a >= 1e4) return trim((v / 1e3).toFixed(a >= 1e5 ? 0 : 1)) + " k";
+  if (a >= 100) return v.toFixed(0);
+  if (a >= 10) return trim(v.toFixed(1));
+  if (a >= 0.01) return trim(v.toFixed(2));
+  return String(Number(v.toPrecision(2)));
+}
+
+function trim(s) {
+  return s.includes(".") ? s.replace(/0+$/, "").replace(/\.$/, "") : s;
+}
+
+export function stepLabel(seconds) {
+  if (!seconds) return "step";
+  if (seconds % 86400 === 0) return `${seconds / 86400} d`;
+  if (seconds % 3600 === 0) return `${seconds / 3600} h`;
+  if (seconds % 60 === 0) return `${seconds / 60} min`;
+  return `${seconds} s`;
+}
+
+function noun(name) {
+  if (name.includes("restart")) return "restarts";
+  if (name.includes("webhook")) return "webhook requests";
+  if (name.includes("request")) return "requests";
+  return "count";
+}
+
+// -> {type, label}: type picks the formatter, label is the graph's unit caption.
+export function unitOf(metric, stepSeconds) {
+  const { name, kind, unit_hint: hint } = metric;
+  switch (hint) {
+    case "SECONDS":
+      return { type: "seconds", label: "ms / s" };
+    case "BYTES":
+      return { type: "bytes", label: "bytes" };
+    case "MEBIBYTES":
+      return { type: "mebibytes", label: "bytes" };
+    case "PER_SECOND":
+      return name.includes("request") ? { type: "rate", label: "req/s" } : { type: "rate", label: "per second" };
+    case "RATIO":
+      if (kind === "COUNTER") return name.includes("cpu") ? { type: "cores", label: "cores" } : { type: "rate", label: "per second" };
+      return { type: "percent", label: "%" };
+    default:
+      if (/temperature|celsius/.test(name)) return { type: "celsius", label: "°C" };
+      if (kind === "COUNTER") return { type: "count", label: `${noun(name)} per ${stepLabel(stepSeconds)}` };
+      return { type: "count", label: name.includes("replica") ? "replicas" : noun(name) };
+  }
+}
+
+export function bytes(v) {
+  let i = 0;
+  let x = Math.abs(v);
+  while (x >= 1024 && i < BINARY.length - 1) {
+    x /= 1024;
+    i += 1;
+  }
+  return `${num(Math.sign(v) * x)} ${BINARY[i]}`;
+}
+
+export function formatValue(v, unit) {
+  if (v === null || v === undefined || Number.isNaN(v)) return "—";
+  switch (unit.type) {
+    case "seconds":
+      return Math.abs(v) < 1 ? `${num(v * 1000)} ms` : `${num(v)} s`;
+    case "bytes":
+      return bytes(v);
+    case "mebibytes":
+      return bytes(v * 1048576);
+    case "percent":
+      return `${num(v * 100)} %`;
+    case "cores":
+      return `${num(v)} cores`;
+    case "celsius":
+      return `${num(v)} °C`;
+    case "rate":
+      return unit.label === "req/s" ? `${num(v)} req/s` : `${num(v)}/s`;
+    default:
+      return num(v);
+  }
+}
+
+export function labelSetName(labels) {
+  const entries = Object.entries(labels || {});
+  if (entries.length === 0) return "";
+  return entries
+    .map(([k, v]) => (k === "quantile" ? `p${Math.round(Number(v) * 100)}` : String(v)))
+    .join(" ");
+}
+
+const pad = (n, w = 2) => String(n).padStart(w, "0");
+
+export function formatTime(ms) {
+  const d = new Date(ms);
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+}
+
+// For <input type="datetime-local">: local time without seconds.
+export function toLocalInput(ms) {
+  const d = new Date(ms);
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}

@@ -1,0 +1,129 @@
+// One uPlot chart per panel: lines for each label set, gaps where the API returned null (spanGaps off),
+// a crosshair synced across every graph, live legend values at the hovered time, units on the axis, and
+// "≥ bound" for a quantile clamped at its histogram's highest finite bucket bound.
+
+import { formatTime, formatValue, unitOf } from "./format.js";
+
+export const PALETTE = ["#2563eb", "#16a34a", "#d97706", "#dc2626", "#7c3aed", "#0891b2", "#db2777", "#65a30d"];
+const NAMED = { "2xx": "#16a34a", "4xx": "#d97706", "5xx": "#dc2626", avg: "#6b7280" };
+export const SYNC_KEY = "servemetrics";
+const HEIGHT = 200;
+
+export function colorOf(line, i) {
+  return NAMED[line.name] || PALETTE[i % PALETTE.length];
+}
+
+// The text of one value: "≥ 2.5 s" when a quantile equals its metric's highest finite bound.
+export function valueText(v, line, unit, bounds) {
+  if (v === null || v === undefined) return "—";
+  const bound = line.quantile ? bounds[line.metric.name] : undefined;
+  if (bound !== undefined && bound !== null && Math.abs(v - bound) <= 1e-9 * Math.max(1, Math.abs(bound))) {
+    return `≥ ${formatValue(bound, unit)}`;
+  }
+  return formatValue(v, unit);
+}
+
+const pad = (n) => String(n).padStart(2, "0");
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+
+// x ticks: "14:30" within a day, "Jan 3 14:30" over longer ranges (local time).
+export function timeTick(ms, spanMs) {
+  const d = new Date(ms);
+  const hm = `${pad(d.getHours())}:${pad(d.getMinutes())}`;
+  return spanMs <= 86_400_000 ? hm : `${MONTHS[d.getMonth()]} ${d.getDate()} ${hm}`;
+}
+
+// y tick steps: powers of two for byte sizes (so ticks read 512 MiB, 1 GiB), uPlot's defaults otherwise.
+const POW2 = Array.from({ length: 60 }, (_, i) => 2 ** i);
+function unitIncrs(unit) {
+  return unit.type === "bytes" || unit.type === "mebibytes" ? POW2 : undefined;
+}
+
+function card(panel, unit) {
+  const section = document.createElement("section");
+  section.className = "graph card";
+  section.dataset.panel = panel.id;
+  section.setAttribute("aria-labelledby", `graph-${panel.id}-title`);
+  const header = document.createElement("header");
+  const h = document.createElement("h2");
+  h.id = `graph-${panel.id}-title`;
+  h.textContent = panel.title;
+  const caption = document.createElement("span");
+  caption.className = "unit";
+  caption.textContent = unit.label;
+  header.append(h, caption);
+  const chart = document.createElement("div");
+  chart.className = "chart";
+  chart.setAttribute("role", "img");
+  section.append(header, chart);
+  if (panel.help.length) section.title = panel.help.join("\n");
+  return { section, chart, caption };
+}
+
+// -> {section, update(data, ctx), destroy()}; ctx: {stepSeconds, bounds, start, end, plugins, onDraw}
+export function createGraph(parent, panel, data, ctx) {
+  let unit = unitOf(data.lines[0].metric, ctx.stepSeconds);
+  const { section, chart, caption } = card(panel, unit);
+  parent.append(section);
+  const describe = () =>
+    chart.setAttribute("aria-label", `${panel.title} (${unit.label}): ${data.lines.map((l) => l.name).join(", ")}`);
+  describe();
+  const opts = {
+    width: Math.max(280, chart.clientWidth || parent.clientWidth || 600),
+    height: HEIGHT,
+    ms: 1,
+    cursor: { sync: { key: SYNC_KEY, setSeries: false }, focus: { prox: 16 } },
+    focus: { alpha: 0.4 },
+    scales: {
+      x: { time: true, range: () => [ctx.start, ctx.end] },
+      y: { range: (u, min, max) => [Math.min(0, min ?? 0), max > 0 ? max * 1.08 : 1] },
+    },
+    series: [
+      { label: "Time", value: (u, v) => (v === null ? "—" : formatTime(v)) },
+      ...data.lines.map((line, i) => ({
+        label: line.name,
+        stroke: colorOf(line, i),
+        width: 1.5,
+        dash: line.stat ? [5, 4] : undefined,
+        spanGaps: false,
+        points: { size: 4 },
+        value: (u, v) => valueText(v, line, unit, ctx.bounds),
+      })),
+    ],
+    axes: [
+      { space: 70, values: (u, splits) => splits.map((v) => timeTick(v, ctx.end - ctx.start)) },
+      { size: 78, incrs: unitIncrs(unit), values: (u, splits) => splits.map((v) => formatValue(v, unit)) },
+    ],
+    legend: { live: true },
+    hooks: { draw: [(u) => ctx.onDraw && ctx.onDraw(panel.id, u)] },
+    plugins: ctx.plugins || [],
+  };
+  const u = new uPlot(opts, [data.x, ...data.ys], chart);
+  const resize = new ResizeObserver(() => {
+    const w = Math.max(280, chart.clientWidth);
+    if (Math.abs(w - u.width) > 2) u.setSize({ width: w, height: HEIGHT });
+  });
+  resize.observe(chart);
+  return {
+    section,
+    uplot: u,
+    lineNames: () => data.lines.map((l) => l.name),
+    // same lines: new values in place (auto-refresh keeps the crosshair and the legend)
+    canUpdate: (next) => next.lines.map((l) => l.name).join("|") === data.lines.map((l) => l.name).join("|"),
+    update(next, nextCtx) {
+      Object.assign(ctx, nextCtx);
+      data = next;
+      unit = unitOf(data.lines[0].metric, ctx.stepSeconds);
+      caption.textContent = unit.label;
+      describe();
+      u.setData([data.x, ...data.ys]);
+    },
+    data: () => data,
+    unit: () => unit,
+    destroy() {
+      resize.disconnect();
+      u.destroy();
+      section.remove();
+    },
+  };
+}

@@ -1,0 +1,403 @@
+// The Metrics page: model picker, scope (an environment or one deployment), time range, auto-refresh,
+// the graphs of the catalog's panels, Customize view and the Events overlay. One SERIES call fetches
+// every visible panel's metrics; histogram bounds and events are fetched beside it.
+// When every visible graph has drawn, #graphs gets data-render-state="done" and the page sets the
+// performance mark "servemetrics:graphs-drawn" (the browser tests and bench/dashboard_bench.py wait for it).
+
+import { createCustomize } from "./customize.js";
+import { createOverlay } from "./events.js";
+import { createGraph } from "./graphs.js";
+import { writeHash } from "./hash.js";
+import { buildPanels, resolveLayout, toSaved } from "./panels.js";
+import { defaultCustom, windowOf } from "./range.js";
+import { nonNullCount, panelData } from "./series.js";
+import * as storage from "./storage.js";
+
+const REFRESH_MS = 30_000;
+const $ = (id) => document.getElementById(id);
+
+export function createMetricsPage({ getClient, onError }) {
+  const el = {
+    model: $("model"),
+    scope: $("scope"),
+    range: $("range"),
+    custom: $("custom-range"),
+    customStart: $("custom-start"),
+    customEnd: $("custom-end"),
+    autorefresh: $("autorefresh"),
+    status: $("status"),
+    error: $("error"),
+    info: $("window-info"),
+    graphs: $("graphs"),
+    eventsPanel: $("events-panel"),
+    eventsButton: $("events-button"),
+    eventsShow: $("events-show"),
+    eventsKinds: $("events-kinds"),
+  };
+  const prefs = storage.getPrefs();
+  const s = {
+    catalog: null,
+    panels: [],
+    titles: {},
+    model: null,
+    scope: null,
+    layout: null,
+    answer: null,
+    fetched: new Set(),
+    bounds: {},
+    graphs: new Map(),
+    seq: 0,
+    timer: null,
+    custom: defaultCustom(),
+    showEvents: Boolean(prefs.showEvents),
+    kinds: null,
+    renders: 0,
+  };
+  const overlay = createOverlay($("tooltip"));
+  const customize = createCustomize($("customize"), {
+    onChange: (layout) => {
+      s.layout = layout;
+      storage.setLayout(s.model, toSaved(layout));
+      const wanted = visibleMetricNames();
+      if (wanted.every((n) => s.fetched.has(n))) render();
+      else load();
+    },
+    onReset: () => {
+      storage.clearLayout(s.model);
+      s.layout = resolveLayout(s.panels, null);
+      customize.update(s.layout, absentPanels());
+      load();
+      return s.layout;
+    },
+  });
+
+  function setStatus(text) {
+    el.status.textContent = text;
+  }
+
+  function showError(text) {
+    el.error.hidden = !text;
+    el.error.textContent = text ? `The API answered: ${text}` : "";
+  }
+
+  function visiblePanels() {
+    return s.layout.order.filter((id) => !s.layout.hidden.has(id)).map((id) => s.panels.find((p) => p.id === id));
+  }
+
+  function visibleMetricNames() {
+    return [...new Set(visiblePanels().flatMap((p) => p.metrics.map((m) => m.name)))];
+  }
+
+  function absentPanels() {
+    if (!s.answer) return new Set();
+    const present = new Set(s.answer.metric_descriptors.map((d) => d.name));
+    return new Set(
+      s.panels
+        .filter((p) => p.metrics.every((m) => s.fetched.has(m.name) && !present.has(m.name)))
+        .map((p) => p.id),
+    );
+  }
+
+  function syncHash() {
+    const scope = s.scope ? `${s.scope.type}:${s.scope.id}` : "";
+    writeHash("metrics", { model: s.model, scope, range: el.range.value });
+  }
+
+  // -- catalog, models, scopes ------------------------------------------------------------------------
+
+  async function init(params) {
+    setStatus("Loading…");
+    const client = getClient();
+    const [catalog, models] = await Promise.all([client.catalog(), client.models()]);
+    s.catalog = catalog;
+    s.panels = buildPanels(catalog);
+    s.titles = Object.fromEntries((catalog.event_kinds || []).map((k) => [k.kind, k.title]));
+    buildKindFilter(prefs.kinds);
+    el.model.replaceChildren(
+      ...models.models.map((m) => new Option(m.name && m.name !== m.id ? `${m.name} (${m.id})` : m.id, m.id)),
+    );
+    if (params.range && [...el.range.options].some((o) => o.value === params.range)) el.range.value = params.range;
+    else if (prefs.range && prefs.range !== "custom") el.range.value = prefs.range;
+    if (!models.models.length) {
+      setStatus("Your organization has no models yet: add one (docs/management.md), then reload.");
+      el.graphs.dataset.renderState = "empty";
+      return;
+    }
+    const ids = models.models.map((m) => m.id);
+    const model = [params.model, prefs.model].find((id) => ids.includes(id)) || ids[0];
+    await selectModel(model, params.scope || prefs.scopes?.[model]);
+  }
+
+  async function selectModel(model, wantedScope) {
+    s.model = model;
+    el.model.value = model;
+    storage.setPrefs({ model });
+    s.fetched = new Set();
+    s.answer = null;
+    s.bounds = {};
+    const client = getClient();
+    const [deps, envs] = await Promise.all([client.deployments(model), client.environments(model)]);
+    const envGroup = document.createElement("optgroup");
+    envGroup.label = "Environments";
+    envGroup.append(...envs.environments.map((e) => new Option(`Environment: ${e.name}`, `environment:${e.name}`)));
+    const depGroup = document.createElement("optgroup");
+    depGroup.label = "Deployments";
+    depGroup.append(
+      ...deps.deployments.map((d) => {
+        const where = d.environment ? ` · ${d.environment}` : "";
+        return new Option(`Deployment: ${d.id}${d.name && d.name !== d.id ? ` (${d.name})` : ""}${where}`, `deployment:${d.id}`);
+      }),
+    );
+    el.scope.replaceChildren(...[envGroup, depGroup].filter((g) => g.children.length));
+    const values = [...el.scope.querySelectorAll("option")].map((o) => o.value);
+    const fallback = values.includes("environment:production") ? "environment:production" : values[0];
+    el.scope.value = values.includes(wantedScope) ? wantedScope : fallback;
+    s.layout = resolveLayout(s.panels, storage.getLayout(model));
+    return setScope();
+  }
+
+  function setScope() {
+    const value = el.scope.value;
+    if (!value) {
+      s.scope = null;
+      setStatus("This model has no environment or deployment to show.");
+      clearGraphs();
+      el.graphs.dataset.renderState = "empty";
+      return undefined;
+    }
+    const i = value.indexOf(":");
+    s.scope = { type: value.slice(0, i), id: value.slice(i + 1) };
+    storage.setPrefs({ scopes: { ...(storage.getPrefs().scopes || {}), [s.model]: value } });
+    s.fetched = new Set();
+    return load();
+  }
+
+  // -- loading --------------------------------------------------------------------------------------
+
+  function scheduleRefresh(live) {
+    clearInterval(s.timer);
+    s.timer = null;
+    el.autorefresh.disabled = !live;
+    if (live && el.autorefresh.checked) s.timer = setInterval(() => load({ quiet: true }), REFRESH_MS);
+  }
+
+  function eventsWanted() {
+    return s.showEvents && s.kinds.size > 0;
+  }
+
+  function inScope(ev) {
+    if (!s.scope || s.scope.type === "environment") return true;
+    const d = ev.details || {};
+    return !ev.deployment_id || ev.deployment_id === s.scope.id || d.previous_deployment_id === s.scope.id;
+  }
+
+  async function fetchEvents(client, win) {
+    if (!eventsWanted()) return [];
+    const body = await client.events(s.model, win.start, win.end, [...s.kinds]);
+    return body.events.filter(inScope);
+  }
+
+  async function load({ quiet = false } = {}) {
+    if (!s.scope) return;
+    const seq = ++s.seq;
+    const win = windowOf(el.range.value, s.custom);
+    if (win.error) {
+      showError("");
+      setStatus(win.error);
+      return;
+    }
+    scheduleRefresh(win.live);
+    syncHash();
+    const names = visibleMetricNames();
+    if (!quiet) {
+      setStatus("Loading…");
+      el.graphs.dataset.renderState = "loading";
+      el.graphs.setAttribute("aria-busy", "true");
+    }
+    const client = getClient();
+    const hist = names.filter((n) => s.catalog.metrics.find((m) => m.name === n)?.kind === "HISTOGRAM");
+    const missingBounds = hist.filter((n) => !(n in s.bounds));
+    try {
+      const [answer, bounds, events] = await Promise.all([
+        names.length ? client.metrics(s.model, s.scope, win.start, win.end, names) : null,
+        missingBounds.length ? client.histogramBounds(s.model, missingBounds) : { bounds: {} },
+        fetchEvents(client, win),
+      ]);
+      if (seq !== s.seq) return;
+      showError("");
+      for (const n of missingBounds) s.bounds[n] = bounds.bounds?.[n] ?? null;
+      s.answer = answer || emptyAnswer(win);
+      s.fetched = new Set(names);
+      s.window = { start: s.answer.start_epoch_millis, end: s.answer.end_epoch_millis };
+      overlay.set(events, s.titles);
+      render();
+    } catch (err) {
+      if (seq !== s.seq) return;
+      el.graphs.setAttribute("aria-busy", "false");
+      el.graphs.dataset.renderState = "error";
+      setStatus("");
+      onError(err, showError);
+    }
+  }
+
+  function emptyAnswer(win) {
+    return {
+      start_epoch_millis: win.start,
+      end_epoch_millis: win.end,
+      step_seconds: null,
+      metric_descriptors: [],
+      metric_values: [],
+    };
+  }
+
+  async function reloadEvents() {
+    storage.setPrefs({ showEvents: s.showEvents, kinds: [...s.kinds] });
+    if (!s.window) return;
+    try {
+      overlay.set(await fetchEvents(getClient(), s.window), s.titles);
+    } catch (err) {
+      onError(err, showError);
+    }
+  }
+
+  // -- rendering ------------------------------------------------------------------------------------
+
+  function clearGraphs() {
+    for (const g of s.graphs.values()) g.destroy();
+    s.graphs.clear();
+  }
+
+  function render() {
+    const a = s.answer;
+    const step = a.step_seconds;
+    const shown = [];
+    for (const panel of visiblePanels()) {
+      const data = panelData(panel, a);
+      if (data.lines.length) shown.push({ panel, data });
+    }
+    const withData = shown.filter(({ data }) => nonNullCount(data.ys) > 0);
+    customize.update(s.layout, absentPanels());
+    const from = new Date(a.start_epoch_millis).toLocaleString();
+    const to = new Date(a.end_epoch_millis).toLocaleString();
+    el.info.textContent = `${from} – ${to}${step ? ` · one point per ${step} s` : ""}`;
+    el.graphs.setAttribute("aria-busy", "false");
+    if (!withData.length) {
+      clearGraphs();
+      setStatus("No data for this scope in this time range.");
+      finishRender();
+      el.graphs.dataset.renderState = "empty";
+      return;
+    }
+    setStatus("");
+    const pending = new Set(shown.map(({ panel }) => panel.id));
+    const onDraw = (id) => {
+      if (!pending.delete(id) || pending.size) return;
+      finishRender();
+    };
+    const ctx = () => ({ stepSeconds: step, bounds: s.bounds, start: a.start_epoch_millis, end: a.end_epoch_millis, onDraw });
+    const sameOrder = [...s.graphs.keys()].join() === shown.map(({ panel }) => panel.id).join();
+    if (sameOrder && shown.every(({ panel, data }) => s.graphs.get(panel.id).canUpdate(data))) {
+      for (const { panel, data } of shown) s.graphs.get(panel.id).update(data, ctx());
+      return;
+    }
+    clearGraphs();
+    el.graphs.dataset.renderState = "drawing";
+    for (const { panel, data } of shown) {
+      s.graphs.set(panel.id, createGraph(el.graphs, panel, data, { ...ctx(), plugins: [overlay.plugin()] }));
+    }
+  }
+
+  function finishRender() {
+    s.renders += 1;
+    el.graphs.dataset.renderState = "done";
+    el.graphs.dataset.renders = String(s.renders);
+    performance.mark("servemetrics:graphs-drawn");
+  }
+
+  // -- controls -------------------------------------------------------------------------------------
+
+  function buildKindFilter(saved) {
+    const kinds = s.catalog.event_kinds || [];
+    s.kinds = new Set(saved && saved.length ? saved.filter((k) => kinds.some((x) => x.kind === k)) : kinds.map((k) => k.kind));
+    el.eventsShow.checked = s.showEvents;
+    const rows = kinds.map(({ kind, title }) => {
+      const div = document.createElement("div");
+      div.className = "check";
+      const box = document.createElement("input");
+      box.type = "checkbox";
+      box.id = `event-kind-${kind}`;
+      box.value = kind;
+      box.checked = s.kinds.has(kind);
+      box.disabled = !s.showEvents;
+      box.addEventListener("change", () => {
+        if (box.checked) s.kinds.add(kind);
+        else s.kinds.delete(kind);
+        reloadEvents();
+      });
+      const label = document.createElement("label");
+      label.htmlFor = box.id;
+      label.textContent = title;
+      div.append(box, label);
+      return div;
+    });
+    el.eventsKinds.replaceChildren(el.eventsKinds.querySelector("legend"), ...rows);
+  }
+
+  el.model.addEventListener("change", () => selectModel(el.model.value).catch((e) => onError(e, showError)));
+  el.scope.addEventListener("change", () => setScope());
+  el.range.addEventListener("change", () => {
+    el.custom.hidden = el.range.value !== "custom";
+    storage.setPrefs({ range: el.range.value });
+    if (el.range.value === "custom") {
+      el.customStart.value = s.custom.start;
+      el.customEnd.value = s.custom.end;
+      el.customStart.focus();
+      return;
+    }
+    load();
+  });
+  $("custom-apply").addEventListener("click", () => {
+    s.custom = { start: el.customStart.value, end: el.customEnd.value };
+    load();
+  });
+  el.autorefresh.addEventListener("change", () => scheduleRefresh(!el.autorefresh.disabled));
+  $("refresh").addEventListener("click", () => load());
+  el.eventsButton.addEventListener("click", () => {
+    const open = el.eventsPanel.hidden;
+    el.eventsPanel.hidden = !open;
+    el.eventsButton.setAttribute("aria-expanded", String(open));
+    if (open) el.eventsShow.focus();
+  });
+  el.eventsShow.addEventListener("change", () => {
+    s.showEvents = el.eventsShow.checked;
+    for (const box of el.eventsKinds.querySelectorAll("input")) box.disabled = !s.showEvents;
+    reloadEvents();
+  });
+  $("customize-button").addEventListener("click", () => {
+    if (s.layout) customize.open(s.panels, s.layout, absentPanels());
+  });
+
+  return {
+    init,
+    stop: () => {
+      clearInterval(s.timer);
+      s.timer = null;
+    },
+    resume: () => s.scope && load(),
+    // for the browser tests: what each graph holds, in page order
+    inspect: () =>
+      [...s.graphs.entries()].map(([id, g]) => {
+        const d = g.data();
+        return {
+          id,
+          title: s.panels.find((p) => p.id === id).title,
+          unit: g.unit().label,
+          lines: d.lines.map((l) => l.name),
+          x: d.x,
+          ys: d.ys,
+          nonNull: d.ys.map((y) => y.filter((v) => v !== null).length),
+        };
+      }),
+    events: () => overlay.events(),
+  };
+}

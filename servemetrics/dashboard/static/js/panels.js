@@ -1,0 +1,70 @@
+// Graphs from the catalog: one panel per catalog `panel`, in catalog order; each label set of each of
+// its metrics is a line (named by `legend` and the label set: "p50", "2xx", "avg", "active").
+// Layout (order and hidden panels) is applied on top: saved per model, else the catalog's defaults.
+
+import { labelSetName } from "./format.js";
+
+export function panelId(title) {
+  return title.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-|-$/g, "");
+}
+
+function lineName(metric, labels, metricsInPanel, title) {
+  const set = labelSetName(labels);
+  const legend = metric.legend || "";
+  if (!set) return legend || title;
+  return metricsInPanel > 1 && legend ? `${legend} ${set}` : set;
+}
+
+// catalog.metrics -> [{id, title, help, metrics, lines: [{metric, labels, name, quantile}], defaultVisible}]
+export function buildPanels(catalog) {
+  const byId = new Map();
+  for (const metric of catalog.metrics) {
+    const title = metric.panel || metric.name;
+    const id = panelId(title);
+    if (!byId.has(id)) byId.set(id, { id, title, help: [], metrics: [], defaultVisible: false });
+    const panel = byId.get(id);
+    panel.metrics.push(metric);
+    if (metric.help) panel.help.push(metric.help);
+    panel.defaultVisible = panel.defaultVisible || metric.default_visible !== false;
+  }
+  for (const panel of byId.values()) {
+    panel.lines = panel.metrics.flatMap((metric) =>
+      (metric.label_sets.length ? metric.label_sets : [{}]).map((labels) => ({
+        metric,
+        labels,
+        name: lineName(metric, labels, panel.metrics.length, panel.title),
+        quantile: labels.quantile !== undefined,
+        stat: labels.stat !== undefined,
+      })),
+    );
+  }
+  return [...byId.values()];
+}
+
+// -> {order: [ids], hidden: Set(ids)} for these panels, from a saved layout or the defaults.
+export function resolveLayout(panels, saved) {
+  const ids = panels.map((p) => p.id);
+  if (!saved) {
+    return { order: ids, hidden: new Set(panels.filter((p) => !p.defaultVisible).map((p) => p.id)) };
+  }
+  const known = new Set(ids);
+  const order = (saved.order || []).filter((id) => known.has(id));
+  for (const id of ids) if (!order.includes(id)) order.push(id); // panels new to the catalog
+  const savedIds = new Set(saved.order || []);
+  const hidden = new Set((saved.hidden || []).filter((id) => known.has(id)));
+  for (const p of panels) if (!savedIds.has(p.id) && !p.defaultVisible) hidden.add(p.id);
+  return { order, hidden };
+}
+
+export function toSaved(layout) {
+  return { order: [...layout.order], hidden: [...layout.hidden] };
+}
+
+export function move(order, id, delta) {
+  const i = order.indexOf(id);
+  const j = i + delta;
+  if (i < 0 || j < 0 || j >= order.length) return false;
+  order.splice(i, 1);
+  order.splice(j, 0, id);
+  return true;
+}
