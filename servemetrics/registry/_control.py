@@ -56,7 +56,15 @@ class ControlMixin(EnvironmentsMixin):
                     at,
                     deployment_id=running.deployment_id,
                     environment=env_name,
-                    details={"action": action, "percent": new_percent, "status": status},
+                    details={
+                        **self._promotion_details(conn, running),
+                        "environment": env_name,
+                        "action": action,
+                        "percent": new_percent,
+                        "status": status,
+                        "old": {"status": running.status, "percent": running.percent_traffic_to_new_version},
+                        "new": {"status": status, "percent": new_percent},
+                    },
                 )
             return self._promotion_by_id(conn, running.id)
 

@@ -9,6 +9,7 @@ from sqlalchemy import Connection, Row, func, insert, select, update
 
 from servemetrics.registry import tables as t
 from servemetrics.registry._base import RegistryBase
+from servemetrics.registry.events import deployment_context
 from servemetrics.registry.records import (
     AUTOSCALING_RANGES,
     AutoscalingSettings,
@@ -65,6 +66,23 @@ def _replica_info(r: Row, deployment_id: str) -> ReplicaInfo:
 class DeploymentsMixin(RegistryBase):
     """Deployments, autoscaling, instance types, replicas and targets."""
 
+    def _deployment_event(
+        self, conn: Connection, model_id: str, kind: str, at: int, deployment_id: str, details: dict[str, Any]
+    ) -> None:
+        """Record ``kind`` about ``deployment_id`` with ``details`` plus what a hover needs:
+        ``deployment_id``, ``deployment_name`` and ``environment`` (the one it serves, also the event's
+        ``environment``; docs/dashboard-api.md "Events")."""
+        context = deployment_context(conn, model_id, deployment_id)
+        self._event(
+            conn,
+            model_id,
+            kind,
+            at,
+            deployment_id=deployment_id,
+            environment=context["environment"],
+            details={**context, **details},
+        )
+
     def create_deployment(
         self,
         model_id: str,
@@ -101,7 +119,21 @@ class DeploymentsMixin(RegistryBase):
                     gpu_count=gpu_count,
                 )
             )
-            details = {"name": name, "instance_type_name": itype, "environment": environment}
+            new = {
+                "instance_type_name": itype,
+                "gpu_type": gpu_type,
+                "gpu_count": gpu_count,
+                "status": status,
+            }
+            details = {
+                "deployment_id": deployment_id,
+                "deployment_name": name,
+                "environment": environment,
+                "name": name,
+                "instance_type_name": itype,
+                "old": None,
+                "new": new,
+            }
             self._event(
                 conn,
                 model_id,
@@ -163,14 +195,8 @@ class DeploymentsMixin(RegistryBase):
             conn.execute(
                 update(t.deployments).where(t.deployments.c.id == deployment_id).values(status=status)
             )
-            self._event(
-                conn,
-                model_id,
-                kind,
-                self._at(at_ms),
-                deployment_id=deployment_id,
-                details={"old_status": before.status, "new_status": status},
-            )
+            details = {"old": {"status": before.status}, "new": {"status": status}}
+            self._deployment_event(conn, model_id, kind, self._at(at_ms), deployment_id, details)
             return True
 
     def activate_deployment(self, model_id: str, deployment_id: str, at_ms: int | None = None) -> bool:
@@ -199,13 +225,13 @@ class DeploymentsMixin(RegistryBase):
             if new == old:
                 return "UNCHANGED"
             conn.execute(update(t.deployments).where(t.deployments.c.id == deployment_id).values(**values))
-            self._event(
+            self._deployment_event(
                 conn,
                 model_id,
                 "AUTOSCALING_CHANGED",
                 self._at(at_ms),
-                deployment_id=deployment_id,
-                details={"old": old, "new": new},
+                deployment_id,
+                {"old": old, "new": new},
             )
         return "ACCEPTED"
 
@@ -234,13 +260,13 @@ class DeploymentsMixin(RegistryBase):
             if old == new:
                 return False
             conn.execute(update(t.deployments).where(t.deployments.c.id == deployment_id).values(**new))
-            self._event(
+            self._deployment_event(
                 conn,
                 model_id,
                 "INSTANCE_TYPE_CHANGED",
                 self._at(at_ms),
-                deployment_id=deployment_id,
-                details={"old": old, "new": new},
+                deployment_id,
+                {"old": old, "new": new},
             )
             return True
 
@@ -324,14 +350,14 @@ class DeploymentsMixin(RegistryBase):
                     .where(t.replicas.c.id == row.id)
                     .values(status="TERMINATED", terminated_at_ms=at)
                 )
-                self._event(
-                    conn,
-                    model_id,
-                    "REPLICA_TERMINATED",
-                    at,
-                    deployment_id=deployment_id,
-                    details={"replica": replica_id, "old_status": row.status},
-                )
+                details = {
+                    "replica": replica_id,
+                    "old_status": row.status,
+                    "status": "TERMINATED",
+                    "old": {"status": row.status},
+                    "new": {"status": "TERMINATED"},
+                }
+                self._deployment_event(conn, model_id, "REPLICA_TERMINATED", at, deployment_id, details)
             row = self._replica_row(conn, deployment_id, replica_id)
             assert row is not None
             return _replica_info(row, deployment_id)
@@ -369,10 +395,10 @@ class DeploymentsMixin(RegistryBase):
                     "old_status": row.status,
                     "status": status,
                     "reason": reason,
+                    "old": {"status": row.status},
+                    "new": {"status": status},
                 }
-                self._event(
-                    conn, model_id, "REPLICA_TERMINATED", at, deployment_id=deployment_id, details=details
-                )
+                self._deployment_event(conn, model_id, "REPLICA_TERMINATED", at, deployment_id, details)
             return True
 
     def ensure_target(

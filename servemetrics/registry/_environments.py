@@ -9,6 +9,7 @@ from sqlalchemy import Connection, Row, insert, select, update
 from servemetrics.registry import tables as t
 from servemetrics.registry._base import RegistryBase
 from servemetrics.registry._deployments import check_autoscaling
+from servemetrics.registry.events import deployment_name, environment_context
 from servemetrics.registry.records import (
     MAX_SETTING,
     Conflict,
@@ -133,6 +134,30 @@ def status_for(percent: int) -> str:
 class EnvironmentsMixin(RegistryBase):
     """Environments, activation and promotions."""
 
+    def _environment_event(
+        self, conn: Connection, model_id: str, kind: str, at: int, env_name: str, details: dict[str, Any]
+    ) -> None:
+        """Record ``kind`` about environment ``env_name`` with ``details`` plus ``environment`` and the
+        deployment it points at (``deployment_id``, ``deployment_name``; docs/dashboard-api.md "Events")."""
+        self._event(
+            conn,
+            model_id,
+            kind,
+            at,
+            environment=env_name,
+            details={**environment_context(conn, model_id, env_name), **details},
+        )
+
+    def _promotion_details(self, conn: Connection, promotion: PromotionInfo) -> dict[str, Any]:
+        """Both deployments of a promotion: ``deployment_id`` / ``deployment_name`` (the promoted one)
+        and ``previous_deployment_id`` / ``previous_deployment_name`` (None when the environment had none)."""
+        return {
+            "deployment_id": promotion.deployment_id,
+            "deployment_name": deployment_name(conn, promotion.deployment_id),
+            "previous_deployment_id": promotion.previous_deployment_id,
+            "previous_deployment_name": deployment_name(conn, promotion.previous_deployment_id),
+        }
+
     def _env_row(self, conn: Connection, model_id: str, name: str) -> Row | None:
         e = t.environments
         return conn.execute(select(e).where(e.c.model_id == model_id, e.c.name == name)).first()
@@ -210,14 +235,9 @@ class EnvironmentsMixin(RegistryBase):
                     autoscaling_settings=autoscaling_settings,
                 )
             )
-            self._event(
-                conn,
-                model_id,
-                "ENVIRONMENT_UPDATED",
-                at,
-                environment=name,
-                details={"action": "created", "promotion_settings": settings},
-            )
+            new = {"promotion_settings": settings, "autoscaling_settings": autoscaling_settings}
+            details = {"action": "created", "promotion_settings": settings, "old": None, "new": new}
+            self._environment_event(conn, model_id, "ENVIRONMENT_UPDATED", at, name, details)
             return self._env_info(conn, self._must_env(conn, model_id, name))
 
     def update_environment(
@@ -244,14 +264,8 @@ class EnvironmentsMixin(RegistryBase):
             }
             if new != old:
                 conn.execute(update(t.environments).where(t.environments.c.id == row.id).values(**new))
-                self._event(
-                    conn,
-                    model_id,
-                    "ENVIRONMENT_UPDATED",
-                    self._at(at_ms),
-                    environment=name,
-                    details={"action": "updated", "old": old, "new": new},
-                )
+                details = {"action": "updated", "old": old, "new": new}
+                self._environment_event(conn, model_id, "ENVIRONMENT_UPDATED", self._at(at_ms), name, details)
             return self._env_info(conn, self._must_env(conn, model_id, name))
 
     def _set_env_active(self, model_id: str, name: str, active: bool, at_ms: int | None) -> bool:
@@ -264,14 +278,9 @@ class EnvironmentsMixin(RegistryBase):
             conn.execute(
                 insert(t.environment_activations).values(environment_id=row.id, at_ms=at, active=active)
             )
-            self._event(
-                conn,
-                model_id,
-                "ACTIVATED" if active else "DEACTIVATED",
-                at,
-                environment=name,
-                details={"environment": name},
-            )
+            kind = "ACTIVATED" if active else "DEACTIVATED"
+            details = {"old": {"active": not active}, "new": {"active": active}}
+            self._environment_event(conn, model_id, kind, at, name, details)
             return True
 
     def activate_environment(self, model_id: str, name: str, at_ms: int | None = None) -> bool:
@@ -339,6 +348,8 @@ class EnvironmentsMixin(RegistryBase):
             )
             pid = int(conn.execute(insert(t.promotions).values(**values)).inserted_primary_key[0])  # type: ignore[index]
             self._step(conn, pid, at, "START", start)
+            promotion = self._promotion_by_id(conn, pid)
+            both = self._promotion_details(conn, promotion)
             self._event(
                 conn,
                 model_id,
@@ -347,13 +358,22 @@ class EnvironmentsMixin(RegistryBase):
                 deployment_id=deployment_id,
                 environment=env_name,
                 details={
-                    "previous_deployment_id": info.current_deployment_id,
+                    **both,
+                    "environment": env_name,
                     "rolling": is_rolling,
                     "percent": start,
                     "status": status,
+                    "old": {
+                        "deployment_id": both["previous_deployment_id"],
+                        "deployment_name": both["previous_deployment_name"],
+                    },
+                    "new": {
+                        "deployment_id": both["deployment_id"],
+                        "deployment_name": both["deployment_name"],
+                    },
                 },
             )
-            return self._promotion_by_id(conn, pid)
+            return promotion
 
     @staticmethod
     def _check_percent(percent: int) -> None:

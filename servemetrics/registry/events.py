@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 
 from servemetrics.registry import tables as t
 from servemetrics.registry._base import RegistryBase
@@ -24,6 +24,60 @@ EVENT_TITLES: dict[str, str] = {
     "ENVIRONMENT_UPDATED": "Environment updated",
 }
 """Event kind -> the display name of the dashboard's Events overlay (metrics-dashboard.md "Events")."""
+
+
+def serving(conn: Connection, model_id: str) -> dict[str, tuple[str | None, str | None]]:
+    """Environment name -> (current deployment id, candidate of a running promotion) of ``model_id``.
+
+    The rule of ``EnvironmentsMixin._env_info``: the latest promotion decides; SUCCEEDED -> its
+    deployment is current, otherwise its previous deployment is; a running one names its candidate.
+    """
+    e, p = t.environments, t.promotions
+    out: dict[str, tuple[str | None, str | None]] = {}
+    for env in conn.execute(select(e.c.id, e.c.name).where(e.c.model_id == model_id).order_by(e.c.name)):
+        latest = conn.execute(
+            select(p.c.deployment_id, p.c.previous_deployment_id, p.c.status)
+            .where(p.c.environment_id == env.id)
+            .order_by(p.c.id.desc())
+            .limit(1)
+        ).first()
+        if latest is None:
+            out[env.name] = (None, None)
+            continue
+        current = latest.deployment_id if latest.status == "SUCCEEDED" else latest.previous_deployment_id
+        running = latest.status not in t.TERMINAL_PROMOTION_STATUSES
+        out[env.name] = (current, latest.deployment_id if running else None)
+    return out
+
+
+def deployment_name(conn: Connection, deployment_id: str | None) -> str | None:
+    """Display name of ``deployment_id`` (None when None or unknown)."""
+    if deployment_id is None:
+        return None
+    d = t.deployments
+    return conn.execute(select(d.c.name).where(d.c.id == deployment_id)).scalar_one_or_none()
+
+
+def deployment_context(conn: Connection, model_id: str, deployment_id: str) -> dict[str, Any]:
+    """``{deployment_id, deployment_name, environment}`` of an event about a deployment: ``environment``
+    is the first environment (by name) it serves, as current or candidate deployment, or None."""
+    envs = [name for name, pair in serving(conn, model_id).items() if deployment_id in pair]
+    return {
+        "deployment_id": deployment_id,
+        "deployment_name": deployment_name(conn, deployment_id),
+        "environment": envs[0] if envs else None,
+    }
+
+
+def environment_context(conn: Connection, model_id: str, environment: str) -> dict[str, Any]:
+    """``{deployment_id, deployment_name, environment}`` of an event about an environment: the deployment
+    is the one the environment points at (None when it has none yet)."""
+    current = serving(conn, model_id).get(environment, (None, None))[0]
+    return {
+        "deployment_id": current,
+        "deployment_name": deployment_name(conn, current),
+        "environment": environment,
+    }
 
 
 class EventsMixin(RegistryBase):

@@ -10,7 +10,10 @@ from fastapi.testclient import TestClient
 from servemetrics.api.app import create_app
 from servemetrics.catalog import CATALOG
 from servemetrics.config import parse_config
+from servemetrics.ingest.samples import Sample, SampleBatch
 from servemetrics.registry import EVENT_KINDS
+from servemetrics.store.base import Store
+from servemetrics.store.duckdb import DuckDBStore
 from servemetrics.store.memory import MemoryStore
 from tests.query.helpers import T0, at, series, store_with
 
@@ -62,9 +65,21 @@ def _config(tmp_path):
     )
 
 
-def _data() -> MemoryStore:
+def _samples() -> list[Sample]:
     steady = [(0, 2), (10, 2), (20, 2), (30, 3), (40, 3), (50, 3)]
-    return store_with(
+    return [s for group in _groups(steady) for s in group]
+
+
+def _data() -> MemoryStore:
+    return store_with(_samples())
+
+
+def _batch() -> SampleBatch:
+    return SampleBatch.from_samples(_samples())
+
+
+def _groups(steady: list[tuple[float, float]]) -> tuple[list[Sample], ...]:
+    return (
         # d1 (2 x A100): two sources report the same replica count: one value per deployment, not a sum
         series(ACTIVE, steady, deployment_id="d1", source="kube"),
         series(ACTIVE, steady, deployment_id="d1", source="gateway"),
@@ -89,9 +104,14 @@ def _data() -> MemoryStore:
     )
 
 
-@pytest.fixture
-def client(tmp_path) -> Iterator[TestClient]:
-    app = create_app(_config(tmp_path), scrape=False, gateway=False, clock=lambda: at(120), store=_data())
+@pytest.fixture(params=["memory", "duckdb"])
+def client(request, tmp_path) -> Iterator[TestClient]:
+    """The service over the same samples in a MemoryStore or a real DuckDB file."""
+    store: Store = _data()
+    if request.param == "duckdb":
+        store = DuckDBStore(tmp_path / "samples.duckdb")
+        store.append(_batch())
+    app = create_app(_config(tmp_path), scrape=False, gateway=False, clock=lambda: at(120), store=store)
     with TestClient(app) as c:
         yield c
 
@@ -252,3 +272,36 @@ def test_gpu_usage_auth(client):
     assert get(client, GPU_USAGE, key=None).status_code == 401
     assert get(client, GPU_USAGE, key="nope").status_code == 401
     assert get(client, GPU_USAGE, key=INVOKE_KEY).status_code == 403
+
+
+# -- GET /v1/models/{id}/events: what the overlay's hover shows ---------------------------------
+
+
+def test_promoted_event_over_http_names_both_deployments(client):
+    registry = client.app.state.registry
+    registry.create_environment("m1", "production", at_ms=at(1))
+    registry.promote("m1", "production", "d1", at_ms=at(2))
+    registry.promote("m1", "production", "d3", percent=50, at_ms=at(3))
+    resp = get(
+        client, "/v1/models/m1/events", start_epoch_millis=T0, end_epoch_millis=at(60), kinds="PROMOTED"
+    )
+    assert resp.status_code == 200, resp.text
+    last = resp.json()["events"][-1]
+    assert (last["kind"], last["epoch_millis"], last["deployment_id"], last["environment"]) == (
+        "PROMOTED",
+        at(3),
+        "d3",
+        "production",
+    )
+    assert last["details"] == {
+        "deployment_id": "d3",
+        "deployment_name": "v-d3",
+        "previous_deployment_id": "d1",
+        "previous_deployment_name": "v-d1",
+        "environment": "production",
+        "rolling": True,
+        "percent": 50,
+        "status": "RAMPING_UP",
+        "old": {"deployment_id": "d1", "deployment_name": "v-d1"},
+        "new": {"deployment_id": "d3", "deployment_name": "v-d3"},
+    }
