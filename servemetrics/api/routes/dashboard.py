@@ -32,13 +32,13 @@ _TYPES = {
 _NO_CACHE = {"Cache-Control": "no-cache"}
 
 
-def missing_vendor_files(static_dir: Path = STATIC_DIR) -> list[str]:
+def missing_vendor_files(static_dir: Path) -> list[str]:
     """The vendored files (paths relative to ``static_dir``) that are not there; [] when installed."""
     return [name for name in VENDOR_FILES if not (static_dir / name).is_file()]
 
 
 def _require_vendor() -> None:
-    missing = missing_vendor_files()
+    missing = missing_vendor_files(STATIC_DIR)
     if missing:
         raise ApiError(
             503,

@@ -399,5 +399,6 @@ export function createMetricsPage({ getClient, onError }) {
         };
       }),
     events: () => overlay.events(),
+    uplot: (id) => s.graphs.get(id)?.uplot,
   };
 }

@@ -1,0 +1,191 @@
+"""The dashboard in headless Chromium against a pinned service (``pinned_service.py``: clock and browser
+at T0 + 1 h, hand-made data): gaps for null, "≥ bound", units and the synced crosshair, the API's 400
+text for a custom range over 7 days, the GPU usage page, and a revoked or unknown key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page
+from sqlalchemy import delete
+
+from servemetrics.registry import tables
+from tests.dashboard.browser import graphs, launch, new_context, screenshot, wait_drawn
+from tests.dashboard.pinned_service import GAP_STEP, KEY, NOW, REVOCABLE_KEY, T0, Pinned, pinned_service
+
+pytestmark = pytest.mark.e2e
+BLUE = (0x25, 0x63, 0xEB)  # graphs.js PALETTE[0]: the Replicas "Active" line
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory) -> Iterator[Pinned]:
+    with pinned_service(tmp_path_factory.mktemp("pinned")) as svc:
+        yield svc
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with launch() as b:
+        yield b
+
+
+def open_page(browser: Browser, service: Pinned, key: str | None = KEY, path: str = "/") -> Page:
+    page = new_context(browser, key).new_page()
+    page.clock.set_fixed_time(datetime.fromtimestamp(NOW / 1000, UTC))
+    page.goto(service.base + path)
+    return page
+
+
+def hover_at(page: Page, panel: str, x_ms: int) -> None:
+    """Move the mouse over ``panel``'s plot at time ``x_ms``, half way up."""
+    box = page.evaluate(
+        """([id, x]) => { const u = window.smDashboard.metrics.uplot(id);
+           const r = u.over.getBoundingClientRect();
+           return {x: r.left + u.valToPos(x, 'x'), y: r.top + r.height / 2}; }""",
+        [panel, x_ms],
+    )
+    page.mouse.move(box["x"], box["y"])
+
+
+def legend(page: Page, panel: str) -> dict[str, str]:
+    """``{line name: shown value}`` of ``panel``'s live legend."""
+    rows = page.locator(f'section[data-panel="{panel}"] .u-legend .u-series')
+    out = {}
+    for i in range(rows.count()):
+        row = rows.nth(i)
+        out[row.locator(".u-label").inner_text().strip()] = row.locator(".u-value").inner_text().strip()
+    return out
+
+
+def blue_pixels_in_column(page: Page, panel: str, x_ms: int) -> int:
+    """Pixels of the Active line's blue in the canvas column at ``x_ms`` (exact or anti-aliased)."""
+    return page.evaluate(
+        """([id, x, rgb]) => { const u = window.smDashboard.metrics.uplot(id);
+           const cx = Math.round(u.valToPos(x, 'x', true));
+           const d = u.ctx.getImageData(cx, u.bbox.top, 1, u.bbox.height).data; let n = 0;
+           for (let i = 0; i < d.length; i += 4) {
+             const far = Math.abs(d[i] - rgb[0]) + Math.abs(d[i + 1] - rgb[1]) + Math.abs(d[i + 2] - rgb[2]);
+             if (d[i + 3] > 0 && far < 90) n++; }
+           return n; }""",
+        [panel, x_ms, list(BLUE)],
+    )
+
+
+def test_a_null_step_is_a_gap_not_a_zero(browser, service):
+    page = open_page(browser, service)
+    wait_drawn(page)
+    replicas = next(g for g in graphs(page) if g["id"] == "replicas")
+    active = replicas["ys"][0]
+    # value sets start at T0 + 30 s * k; no replicas sample in [T0 + 1800 s, T0 + 1830 s) -> step 60 null
+    assert replicas["x"][GAP_STEP] == T0 + 1_800_000
+    assert active[GAP_STEP] is None
+    assert active[GAP_STEP - 1] == 2 and active[GAP_STEP + 1] == 2
+    assert replicas["nonNull"] == [119]  # 120 steps in the hour, one of them empty
+    # drawn: no line in the column of the empty step, a line in the column of a full one
+    assert blue_pixels_in_column(page, "replicas", T0 + 1_800_000) == 0
+    assert blue_pixels_in_column(page, "replicas", T0 + 900_000) > 0
+    hover_at(page, "replicas", T0 + 1_800_000)
+    assert legend(page, "replicas")["Active"] == "—"
+    hover_at(page, "replicas", T0 + 900_000)
+    assert legend(page, "replicas")["Active"] == "2"
+    page.context.close()
+
+
+def test_crosshair_shows_values_with_units_and_at_least_bound(browser, service):
+    page = open_page(browser, service)
+    wait_drawn(page)
+    units = {g["id"]: g["unit"] for g in graphs(page)}
+    assert units["inference-volume"] == "requests per 30 s"  # COUNT counter: requests per 30 s step
+    at_step_30 = T0 + 30 * 30_000
+    hover_at(page, "end-to-end-response-time", at_step_30)
+    # per step: le=0.1 +40, le=0.5 +80, le=1.0 +85, +Inf +100 (count 100), sum +60
+    # p50: rank 50 in (0.1, 0.5]: 0.1 + (50 - 40) / (80 - 40) * 0.4 = 0.2 s -> "200 ms"
+    # p90, p95, p99: rank > 85 lies in +Inf -> the highest finite bound 1.0 s -> "≥ 1 s"
+    # avg: 60 / 100 = 0.6 s -> "600 ms"
+    assert legend(page, "end-to-end-response-time") == {
+        "Time": "2026-01-01 00:15:00",
+        "p50": "200 ms",
+        "p90": "≥ 1 s",
+        "p95": "≥ 1 s",
+        "p99": "≥ 1 s",
+        "avg": "600 ms",
+    }
+    # the crosshair is synced: every other graph shows its value at the same instant
+    assert legend(page, "inference-volume") == {
+        "Time": "2026-01-01 00:15:00",
+        "2xx": "30",
+        "4xx": "0",
+        "5xx": "0",
+    }
+    assert legend(page, "replicas")["Active"] == "2"
+    assert legend(page, "gpu-memory")["GPU memory"] == "2 GiB"  # 2048 MiB = 2 GiB
+    assert legend(page, "gpu-usage")["GPU usage"] == "50 %"  # ratio 0.5
+    page.context.close()
+
+
+def test_custom_range_over_seven_days_shows_the_api_message(browser, service):
+    page = open_page(browser, service)
+    wait_drawn(page)
+    page.select_option("#range", "custom")
+    page.fill("#custom-start", "2025-12-20T00:00")  # the context's time zone is UTC
+    page.fill("#custom-end", "2026-01-01T01:00")
+    page.click("#custom-apply")
+    page.wait_for_selector("#error:not([hidden])")
+    start, end = 1_766_188_800_000, T0 + 3_600_000  # 2025-12-20T00:00Z; 12 days + 1 h later
+    api = httpx.get(
+        f"{service.base}/v1/models/m1/environments/production/metrics",
+        params={"mode": "SERIES", "start_epoch_millis": start, "end_epoch_millis": end},
+        headers={"Authorization": f"Bearer {KEY}"},
+    )
+    assert api.status_code == 400
+    assert page.inner_text("#error") == f"The API answered: {api.json()['error']}"
+    page.context.close()
+
+
+def test_gpu_usage_page_groups_filters_and_resets(browser, service):
+    page = open_page(browser, service, path="/#/gpu-usage")
+    page.wait_for_selector("#gpu-graph[data-render-state=done]")
+
+    def shown() -> list[str]:
+        return page.evaluate("window.smDashboard.gpu.inspect().groups")
+
+    assert shown() == ["H100", "L4"]  # d1: 2 replicas x 2 H100 = 4 GPUs; x1: 1 replica x 1 L4 = 1 GPU
+    box = page.evaluate(
+        "(() => { const r = document.querySelector('#gpu-graph .u-over').getBoundingClientRect();"
+        " return {x: r.left + r.width / 4, y: r.top + r.height / 2}; })()"  # 00:15, not the gap
+    )
+    page.mouse.move(box["x"], box["y"])
+    values = page.locator("#gpu-graph .u-legend .u-series .u-value").all_inner_texts()
+    assert values[1:] == ["4 GPUs", "1 GPUs"]
+    screenshot(page, "gpu-usage.png")
+    page.check("#gpu-type-L4")
+    page.wait_for_function("window.smDashboard.gpu.inspect().groups.join() === 'L4'")
+    page.click("#gpu-reset")
+    page.wait_for_function("window.smDashboard.gpu.inspect().groups.join() === 'H100,L4'")
+    assert not page.is_checked("#gpu-type-L4")
+    page.select_option("#gpu-group", "model")
+    page.wait_for_function("window.smDashboard.gpu.inspect().group_by === 'model'")
+    assert sorted(shown()) == ["llama", "whisper"]
+    page.context.close()
+
+
+def test_unknown_key_and_revoked_key_show_the_sign_in_again(browser, service):
+    page = open_page(browser, service, key="sm-no-such-key")
+    page.wait_for_selector("#signin:not([hidden])")
+    message = page.inner_text("#signin-message")
+    assert message.startswith("Your API key was not accepted") and "invalid API key" in message
+    page.fill("#signin-key", REVOCABLE_KEY)
+    page.click("#signin button[type=submit]")
+    wait_drawn(page)
+    assert page.is_hidden("#signin")
+    with service.app.state.registry.engine.begin() as conn:  # revoke it: the only export key
+        conn.execute(delete(tables.api_keys).where(tables.api_keys.c.type == "WORKSPACE_EXPORT_METRICS"))
+    page.click("#refresh")
+    page.wait_for_selector("#signin:not([hidden])")
+    assert "invalid API key" in page.inner_text("#signin-message")
+    assert page.evaluate("localStorage.getItem('servemetrics.apiKey')") is None
+    page.context.close()
