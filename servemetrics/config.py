@@ -2,7 +2,8 @@
 
 Keys (defaults in brackets; docs/configuration.md has an example of each): ``listen`` [127.0.0.1:8321],
 ``data_dir`` [./data], ``scrape_interval`` [15s], ``scrape_timeout`` [10s], ``retention`` [15d],
-``registry_url`` [sqlite:///<data_dir>/registry.sqlite3], ``organizations``, ``models``.
+``registry_url`` [sqlite:///<data_dir>/registry.sqlite3], ``organizations``, ``models``, ``loops``
+(trainer deployments, docs/loops.md).
 Durations are seconds (``15``) or a number with a unit ``ms s m h d`` (``15s``, ``15d``) and are held as
 float seconds. Every mistake raises ``ConfigError`` naming the key and what to write instead.
 """
@@ -14,7 +15,7 @@ import math
 import re
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -33,7 +34,7 @@ from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 
 from servemetrics.registry import keys as k
 from servemetrics.registry.ids import check_deployment_id, check_id, check_target_url
-from servemetrics.registry.records import RegistryError
+from servemetrics.registry.records import RegistryError, TrainerNode, TrainerTarget
 from servemetrics.registry.registry import Registry
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -224,6 +225,53 @@ class ModelConfig(_Strict):
         return self
 
 
+class TrainerTargetConfig(_Strict):
+    """A trainer node's target: ``url`` and ``kind`` (dcgm, kubelet, kubelet_summary, node_exporter,
+    requests; docs/loops.md)."""
+
+    url: TargetUrl
+    kind: Literal["dcgm", "kubelet", "kubelet_summary", "node_exporter", "requests"]
+
+
+class TrainerNodeConfig(_Strict):
+    """A node of a trainer deployment: ``role`` leader or worker, its GPU ranks, pod and targets."""
+
+    id: Annotated[str, AfterValidator(lambda v: check_id(v, "node id"))]
+    role: Literal["leader", "worker"] = "worker"
+    gpu_ranks: list[Annotated[int, Field(ge=0)]] = []
+    pod: str | None = None
+    namespace: str | None = None
+    targets: list[TrainerTargetConfig] = []
+
+
+class SamplerConfig(_Strict):
+    """The sampler half of a trainer deployment: a model (and deployment) declared under ``models``."""
+
+    model: str
+    deployment: str | None = None
+
+
+class TrainerDeploymentConfig(_Strict):
+    """A trainer (Loops) deployment under ``loops``: its organization, nodes and sampler."""
+
+    id: DeploymentId
+    name: str | None = None
+    organization: str
+    sampler: SamplerConfig | None = None
+    nodes: list[TrainerNodeConfig] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check(self) -> TrainerDeploymentConfig:
+        _no_duplicates([n.id for n in self.nodes], "node id")
+        leaders = [n.id for n in self.nodes if n.role == "leader"]
+        if len(leaders) != 1:
+            raise ValueError(
+                f"trainer deployment {self.id!r} has {len(leaders)} leader nodes; give exactly one node "
+                "`role: leader` (the others `role: worker`)"
+            )
+        return self
+
+
 def _no_duplicates(values: list[str], what: str) -> None:
     dupes = sorted({v for v in values if values.count(v) > 1})
     if dupes:
@@ -241,6 +289,7 @@ class Config(_Strict):
     registry_url: str | None = None
     organizations: list[OrganizationConfig] = []
     models: list[ModelConfig] = []
+    loops: list[TrainerDeploymentConfig] = []
 
     @field_validator("listen", mode="before")
     @classmethod
@@ -277,6 +326,39 @@ class Config(_Strict):
                 raise ValueError(
                     f"model {model.id!r} names organization {model.organization!r}, which is not "
                     f"under organizations; declare it there or use one of: {', '.join(orgs) or '(none)'}"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _check_loops(self) -> Config:
+        """Trainer ids are unique and no model deployment's; organizations and samplers are declared."""
+        orgs = [o.name for o in self.organizations]
+        _no_duplicates([lp.id for lp in self.loops], "trainer deployment id")
+        deployments = {d.id: m for m in self.models for d in m.deployments}
+        models = {m.id: m for m in self.models}
+        for lp in self.loops:
+            where = f"loops[{lp.id}]"
+            if lp.id in deployments:
+                raise ValueError(
+                    f"{where}: {lp.id!r} is a model deployment's id; give the trainer another id"
+                )
+            if lp.organization not in orgs:
+                raise ValueError(
+                    f"{where} names organization {lp.organization!r}, which is not under organizations; "
+                    f"declare it there or use one of: {', '.join(orgs) or '(none)'}"
+                )
+            if lp.sampler is None:
+                continue
+            model = models.get(lp.sampler.model)
+            if model is None or model.organization != lp.organization:
+                raise ValueError(
+                    f"{where}.sampler.model {lp.sampler.model!r} is not a model of organization "
+                    f"{lp.organization!r} under models; declare it there"
+                )
+            if lp.sampler.deployment is not None and deployments.get(lp.sampler.deployment) is not model:
+                raise ValueError(
+                    f"{where}.sampler.deployment {lp.sampler.deployment!r} is not a deployment of model "
+                    f"{model.id!r}; use one of: {', '.join(d.id for d in model.deployments) or '(none)'}"
                 )
         return self
 
@@ -453,6 +535,45 @@ def _apply(config: Config, registry: Registry) -> None:
         registry.prune_config_keys(org.name, [key.digest for key in org.api_keys])
     for model in config.models:
         _apply_model(model, registry)
+    for trainer in config.loops:
+        _apply_trainer(trainer, registry)
+
+
+def _apply_trainer(trainer: TrainerDeploymentConfig, registry: Registry) -> None:
+    nodes = [
+        TrainerNode(
+            n.id,
+            n.role,
+            tuple(n.gpu_ranks),
+            n.pod,
+            n.namespace,
+            tuple(TrainerTarget(tg.url, tg.kind) for tg in n.targets),
+        )
+        for n in trainer.nodes
+    ]
+    current = registry.trainer_deployment(trainer.id, None)
+    sampler = trainer.sampler
+    wanted = (
+        trainer.name or trainer.id,
+        sampler.model if sampler else None,
+        sampler.deployment if sampler else None,
+        tuple(sorted(nodes, key=lambda n: n.role != "leader")),  # as the registry returns them
+    )
+    if current is not None and wanted == (
+        current.name,
+        current.sampler_model_id,
+        current.sampler_deployment_id,
+        current.nodes,
+    ):
+        return  # unchanged: applying the same config twice changes nothing
+    registry.put_trainer_deployment(
+        trainer.organization,
+        trainer.id,
+        wanted[0],
+        nodes,
+        sampler_model_id=wanted[1],
+        sampler_deployment_id=wanted[2],
+    )
 
 
 def _first_promotion_ms(model: ModelConfig, deployment: str | None = None) -> int | None:

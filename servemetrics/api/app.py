@@ -87,6 +87,9 @@ def _targets(registry: Registry, extra: tuple[Target, ...] = ()) -> list[Target]
             )
         }
         out.append(Target(t.url, tuple(sorted(labels.items()))))
+    for tt in registry.list_trainer_targets():
+        # trainer series: deployment_id = the trainer deployment, node_id = the node (docs/loops.md)
+        out.append(Target(tt.url, (("deployment_id", tt.trainer_deployment_id), ("node_id", tt.node_id))))
     return out
 
 

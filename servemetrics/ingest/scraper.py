@@ -3,8 +3,10 @@
 Prometheus scrape semantics where they matter: each target is scraped every ``interval_s`` at a fixed
 offset derived from a hash of its URL (spreads load; "jitter"), with a timeout; a failed scrape (HTTP
 error, timeout, malformed exposition) stores nothing but ``up`` = 0 (regression case C7), a good one
-stores its samples and ``up`` = 1. Labels from the registry (``model_id``, ``deployment_id``,
-``replica`` ...) are attached by the adapters.
+stores its samples and ``up`` = 1. A target that answers JSON is the kubelet Summary API
+(``adapters.kubelet_summary``); anything else is exposition text. Labels from the registry
+(``model_id``, ``deployment_id``, ``replica``; ``node_id`` for trainer nodes ...) are attached by the
+adapters.
 
 New counter series: ``prometheus_client`` creates a labelled counter child at its first increment, so a
 series such as ``requests_total{status_code="503"}`` first appears with value 2, not 0. Without help the
@@ -27,7 +29,8 @@ import anyio
 import httpx
 
 from servemetrics.ingest.adapters import adapt
-from servemetrics.ingest.exposition import ExpositionError, parse_exposition
+from servemetrics.ingest.adapters.kubelet_summary import SummaryError, is_summary, parse_summary
+from servemetrics.ingest.exposition import ExpositionError, ParseResult, parse_exposition
 from servemetrics.ingest.samples import MAX_FUTURE_MS, Sample, SampleBatch
 from servemetrics.selfmetrics import SelfMetrics
 from servemetrics.types import SeriesKey, labels_of
@@ -68,6 +71,13 @@ def offset_s(url: str, interval_s: float) -> float:
     """A stable offset in ``[0, interval_s)`` for a target (hash of its URL)."""
     digest = hashlib.sha256(url.encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64 * interval_s
+
+
+def _parse(body: bytes, content_type: str | None, ts: int) -> ParseResult:
+    """A scrape body as source samples: the kubelet Summary API's JSON, or exposition text."""
+    if is_summary(content_type, body):
+        return ParseResult(parse_summary(body, ts), 0)
+    return parse_exposition(body, content_type, ts)
 
 
 def _target_key(target: Target) -> tuple[str, str, str, str]:
@@ -131,9 +141,9 @@ class Scraper:
         try:
             resp = await self._client.get(target.url, headers={"Accept": ACCEPT}, timeout=self.timeout_s)
             resp.raise_for_status()
-            parsed = parse_exposition(resp.content, resp.headers.get("content-type"), ts)
+            parsed = _parse(resp.content, resp.headers.get("content-type"), ts)
             samples = adapt(parsed.samples, target.label_dict)
-        except (httpx.HTTPError, ExpositionError) as exc:
+        except (httpx.HTTPError, ExpositionError, SummaryError) as exc:
             model_id, deployment_id, replica, _ = _target_key(target)
             where = f"model {model_id} deployment {deployment_id} replica {replica}"
             message = f"scrape of {target.url} ({where}) failed: {exc}"

@@ -1,5 +1,6 @@
 """The registry: organizations, API keys, models, deployments, environments, promotions, replicas,
-scrape targets and events, in SQL (SQLite by default, PostgreSQL by URL). See docs/registry.md."""
+scrape targets, events and trainer (Loops) deployments, in SQL (SQLite by default, PostgreSQL by URL).
+See docs/registry.md and docs/loops.md."""
 
 from servemetrics.registry.keys import KeyInfo, can_invoke, can_manage, can_manage_keys, can_read_metrics
 from servemetrics.registry.records import (
@@ -15,6 +16,10 @@ from servemetrics.registry.records import (
     RegistryError,
     ReplicaInfo,
     TargetInfo,
+    TrainerDeploymentInfo,
+    TrainerNode,
+    TrainerTarget,
+    TrainerTargetInfo,
 )
 from servemetrics.registry.registry import Registry, create_registry_engine
 from servemetrics.registry.tables import EVENT_KINDS
@@ -35,6 +40,10 @@ __all__ = [
     "RegistryError",
     "ReplicaInfo",
     "TargetInfo",
+    "TrainerDeploymentInfo",
+    "TrainerNode",
+    "TrainerTarget",
+    "TrainerTargetInfo",
     "can_invoke",
     "can_manage",
     "can_manage_keys",

@@ -36,10 +36,16 @@ def _async_requests(conn: Connection) -> None:
     t.async_requests.create(conn, checkfirst=True)
 
 
+def _trainer_deployments(conn: Connection) -> None:
+    for table in (t.trainer_deployments, t.trainer_nodes, t.trainer_targets):
+        table.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("0001_initial_tables", _initial),
     ("0002_api_key_pepper", _pepper),
     ("0003_async_requests", _async_requests),
+    ("0004_trainer_deployments", _trainer_deployments),
 ]
 
 

@@ -169,3 +169,57 @@ class EventInfo:
     deployment_id: str | None
     environment: str | None
     details: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class TrainerTarget:
+    """A scrape target of a trainer node: ``url`` and ``kind`` (one of ``tables.TRAINER_TARGET_KINDS``)."""
+
+    url: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class TrainerNode:
+    """One node (pod) of a trainer deployment.
+
+    ``role`` is ``leader`` or ``worker``; ``gpu_ranks`` are the DCGM ``gpu`` indexes the node's GPU
+    fields are keyed by (empty: whatever the exporter reports); ``pod`` / ``namespace`` restrict the
+    kubelet series (cAdvisor, Summary API) to that pod (None: every pod the kubelet reports).
+    """
+
+    node_id: str
+    role: str
+    gpu_ranks: tuple[int, ...] = ()
+    pod: str | None = None
+    namespace: str | None = None
+    targets: tuple[TrainerTarget, ...] = ()
+
+
+@dataclass(frozen=True)
+class TrainerDeploymentInfo:
+    """A trainer (Loops) deployment: its nodes (leader first) and the model deployment of its sampler."""
+
+    id: str
+    organization_id: int
+    name: str
+    created_at_ms: int
+    sampler_model_id: str | None
+    sampler_deployment_id: str | None
+    nodes: tuple[TrainerNode, ...]
+
+    @property
+    def leader(self) -> TrainerNode:
+        """The leader node (a trainer deployment always has exactly one)."""
+        return next(n for n in self.nodes if n.role == "leader")
+
+
+@dataclass(frozen=True)
+class TrainerTargetInfo:
+    """A trainer node's target as the scraper needs it: URL, kind, trainer deployment and node."""
+
+    url: str
+    kind: str
+    trainer_deployment_id: str
+    node_id: str
+    role: str

@@ -19,6 +19,7 @@ from servemetrics.registry._base import wall_clock_ms
 from servemetrics.registry._control import ControlMixin
 from servemetrics.registry._deployments import DeploymentsMixin
 from servemetrics.registry._tenancy import TenancyMixin
+from servemetrics.registry._trainers import TrainersMixin
 from servemetrics.registry.events import EventsMixin
 from servemetrics.registry.records import TargetInfo
 
@@ -42,7 +43,7 @@ def create_registry_engine(url: str) -> Engine:
     return engine
 
 
-class Registry(TenancyMixin, DeploymentsMixin, ControlMixin, EventsMixin):
+class Registry(TenancyMixin, DeploymentsMixin, ControlMixin, EventsMixin, TrainersMixin):
     """The registry over a SQLAlchemy ``engine``; pending migrations are applied on construction."""
 
     @classmethod

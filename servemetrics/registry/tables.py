@@ -245,3 +245,51 @@ async_requests = Table(
     Index("ix_async_requests_status_seq", "status", "seq"),
 )
 """Async inference requests (servemetrics/gateway/async_store.py): they survive a restart."""
+
+TRAINER_NODE_ROLES = ("leader", "worker")
+"""``trainer_nodes.role``: one leader per trainer deployment, any number of workers."""
+
+TRAINER_TARGET_KINDS = ("dcgm", "kubelet", "kubelet_summary", "node_exporter", "requests")
+"""``trainer_targets.kind``: what a trainer node's target serves (docs/loops.md "Sources")."""
+
+trainer_deployments = Table(
+    "trainer_deployments",
+    METADATA,
+    Column("id", String(100), primary_key=True),
+    Column("organization_id", ForeignKey("organizations.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(200), nullable=False),
+    Column("created_at_ms", Ms, nullable=False),
+    # the sampler half: an ordinary model deployment (read through the model metrics endpoints)
+    Column("sampler_model_id", ForeignKey("models.id", ondelete="SET NULL"), nullable=True),
+    Column("sampler_deployment_id", String(100), nullable=True),
+)
+"""Trainer (Loops) deployments (servemetrics/registry/_trainers.py, docs/loops.md)."""
+
+trainer_nodes = Table(
+    "trainer_nodes",
+    METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column(
+        "trainer_deployment_id",
+        ForeignKey("trainer_deployments.id", ondelete="CASCADE"),
+        nullable=False,
+        index=True,
+    ),
+    Column("node_id", String(200), nullable=False),
+    Column("position", Integer, nullable=False),  # order of the nodes as declared
+    Column("role", String(10), nullable=False),
+    Column("gpu_ranks", JSON, nullable=False),  # list[int]: the DCGM ``gpu`` indexes of the node
+    Column("pod", String(253), nullable=True),  # kubelet series of this pod only (None: every pod)
+    Column("namespace", String(253), nullable=True),
+    UniqueConstraint("trainer_deployment_id", "node_id", name="uq_trainer_nodes_deployment_node"),
+)
+
+trainer_targets = Table(
+    "trainer_targets",
+    METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("node_pk", ForeignKey("trainer_nodes.id", ondelete="CASCADE"), nullable=False, index=True),
+    Column("url", String(2000), nullable=False),
+    Column("kind", String(30), nullable=False),
+    UniqueConstraint("node_pk", "url", name="uq_trainer_targets_node_url"),
+)

@@ -15,6 +15,7 @@ from servemetrics.registry import EVENT_KINDS
 from servemetrics.store.base import Store
 from servemetrics.store.duckdb import DuckDBStore
 from servemetrics.store.memory import MemoryStore
+from tests.conftest import schema_validator
 from tests.query.helpers import T0, at, series, store_with
 
 KEY, SCOPED_KEY, INVOKE_KEY, OTHER_KEY = "sm-dash-key", "sm-dash-scoped", "sm-dash-invoke", "sm-dash-other"
@@ -124,11 +125,14 @@ def get(client, path, key=KEY, **params):
 # -- GET /v1/metrics_catalog ----------------------------------------------------------------------
 
 
-def test_catalog_lists_every_metric_in_order_with_graph_fields(client):
+def test_catalog_lists_every_metric_in_order_with_graph_fields(client, shared_dir):
     for key in (KEY, SCOPED_KEY, INVOKE_KEY):  # any valid key
         assert get(client, "/v1/metrics_catalog", key=key).status_code == 200
     body = get(client, "/v1/metrics_catalog").json()
     assert [m["name"] for m in body["metrics"]] == list(CATALOG)
+    descriptor = schema_validator("ModelMetricDescriptorV1")  # each entry is a spec descriptor plus fields
+    for entry in body["metrics"]:
+        descriptor.validate(entry)
     by_name = {m["name"]: m for m in body["metrics"]}
     assert by_name["baseten_replicas_desired"] == {
         "name": "baseten_replicas_desired",

@@ -4,6 +4,7 @@ import pytest
 
 from servemetrics.catalog.metrics import ALIASES, CATALOG
 from servemetrics.catalog.model import Kind
+from servemetrics.catalog.trainer import TRAINER_CATALOG
 from servemetrics.ingest.adapters import ADAPTERS, TARGET_LABELS, adapt, rules_for
 from servemetrics.ingest.adapters.engines import source_of
 from servemetrics.ingest.exposition import parse_exposition
@@ -313,6 +314,7 @@ def test_unknown_metrics_are_dropped() -> None:
 def test_adapters_table_targets_are_canonical() -> None:
     suffixes = {Kind.HISTOGRAM: ("_bucket", "_sum", "_count")}
     canonical = {m.name + sfx for m in CATALOG.values() for sfx in suffixes.get(m.kind, ("",))}
+    canonical |= set(TRAINER_CATALOG)  # trainer-only series (catalog/trainer.py), all gauges
     for source, rules in ADAPTERS.items():
         for rule in rules:
             if source == "engines":

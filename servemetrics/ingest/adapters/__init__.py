@@ -9,7 +9,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from servemetrics.ingest.adapters import cadvisor, dcgm, engines, knative, kube_state, passthrough, process
+from servemetrics.ingest.adapters import (
+    cadvisor,
+    dcgm,
+    engines,
+    knative,
+    kube_state,
+    kubelet_summary,
+    node_exporter,
+    passthrough,
+    process,
+)
 from servemetrics.ingest.adapters.rules import LabelMatch, Rule
 from servemetrics.ingest.samples import Sample
 
@@ -23,6 +33,8 @@ ADAPTERS: dict[str, tuple[Rule, ...]] = {
     "process": process.RULES,
     "knative": knative.RULES,
     "engines": engines.RULES,
+    "kubelet_summary": kubelet_summary.RULES,
+    "node_exporter": node_exporter.RULES,
 }
 """Source adapter name -> its rules. Engine samples without a rule are kept as they are."""
 

@@ -1,0 +1,227 @@
+"""Answer a trainer (Loops) metrics request (``LoopsPlan``) from a ``Store``: the ``metrics`` object of
+``GetLoopsDeploymentMetricsResponseV1`` (spec ``loops-deployment-metrics.md``; docs/loops.md).
+
+Trainer series carry ``deployment_id = <trainer id>`` and ``node_id``; every selection reads the one
+trainer id (the plan's value sets) and, for compute fields, one node (``node_id`` matcher, plus ``pod`` /
+``namespace`` for kubelet series when the node names its pod). Recipes (DESIGN "Query semantics"):
+
+- GPU memory (DCGM ``FB_USED``, MiB) and utilisation (0-1): per-series MEAN, by ``gpu`` (the rank);
+  memory summed over a GPU's MIG instances and converted to bytes (x 1,048,576), utilisation averaged.
+- CPU: INCREASE of the CPU-seconds counters of the pod's containers, summed, / the point's seconds
+  (cores). Memory: MEAN working set per container, summed (bytes).
+- Ephemeral storage: Summary API ``usedBytes`` (summed over the pod's entries) and ``capacityBytes``
+  (averaged); without Summary data, node_exporter's root filesystem: used = size - available.
+  ``utilization`` = used / capacity (0-1).
+- Requests, all nodes: INCREASE of the request counter / seconds x ``time_divisor_seconds``, in total and
+  by status class; queue depth: MEAN per node, summed; latency: bucket increases summed per ``le``,
+  p50 / p95 / p99 by PromQL ``histogram_quantile`` rules, in milliseconds.
+- A point with no sample is left out of a series (a gap); ``response_time_stats`` keeps every point with
+  ``null`` percentiles when there were no requests; volumes read 0 when a request source was up but
+  counted nothing, and are left out when no request source was up.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+from servemetrics.catalog.metrics import CATALOG
+from servemetrics.catalog.trainer import EPHEMERAL_AVAILABLE, EPHEMERAL_CAPACITY, EPHEMERAL_USED
+from servemetrics.query.execute import status_class
+from servemetrics.query.loops_plan import LoopsNode, LoopsPlan
+from servemetrics.query.quantiles import bucket_quantile, parse_le
+from servemetrics.store.base import Cell, Reducer, Selection, SelectResult, Store
+
+GPU_MEMORY = CATALOG["baseten_gpu_memory_used"].name
+GPU_UTIL = CATALOG["baseten_gpu_utilization"].name
+CPU = CATALOG["baseten_container_cpu_usage_seconds_total"].name
+MEMORY = CATALOG["baseten_container_cpu_memory_working_set_bytes"].name
+REQUESTS = CATALOG["baseten_inference_requests_total"].name
+IN_FLIGHT = CATALOG["baseten_concurrent_requests"].name
+LATENCY = CATALOG["baseten_end_to_end_response_time_seconds"].name
+MIB = 1_048_576
+PERCENTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+Point = dict[str, object]
+Cells = list[Cell | None]
+
+
+def iso(ms: int) -> str:
+    """Epoch ms as ISO 8601 UTC with ``Z``: ``2026-01-01T00:00:30Z`` (``.250Z`` when ms are not 0)."""
+    when = _EPOCH + timedelta(milliseconds=ms)
+    frac = f".{ms % 1000:03d}" if ms % 1000 else ""
+    return when.strftime("%Y-%m-%dT%H:%M:%S") + frac + "Z"
+
+
+class _Query:
+    """One plan against one store: the selections and per-point helpers."""
+
+    def __init__(self, plan: LoopsPlan, store: Store) -> None:
+        self.plan = plan
+        self.store = store
+        self.n = len(plan.value_sets)
+        self.stamps = [iso(vs.start_ms) for vs in plan.value_sets]
+
+    def select(
+        self,
+        name: str,
+        reducer: Reducer,
+        group_by: tuple[str, ...] = (),
+        matchers: tuple[tuple[str, str], ...] = (),
+    ) -> SelectResult:
+        return self.store.select(Selection(name, reducer, self.plan.value_sets, group_by, matchers))
+
+    def seconds(self, i: int) -> float:
+        vs = self.plan.value_sets[i]
+        return max(vs.end_ms - vs.start_ms, 1) / 1000.0
+
+    def series(self, values: list[float | None]) -> list[Point]:
+        """``[{value, timestamp}]`` of the points that have a value (gaps left out)."""
+        return [
+            {"value": v, "timestamp": self.stamps[i]}
+            for i, v in enumerate(values)
+            if v is not None and math.isfinite(v)
+        ]
+
+    def total(self, res: SelectResult, f: Callable[[Cell], float] = lambda c: c.total) -> list[float | None]:
+        """Per point: the sum over groups of ``f(cell)``, None where no group has data."""
+        out: list[float | None] = [None] * self.n
+        for cells in res.values():
+            for i, c in enumerate(cells):
+                if c is not None:
+                    out[i] = (out[i] or 0.0) + f(c)
+        return out
+
+
+def _node_matchers(node: LoopsNode, kubelet: bool) -> tuple[tuple[str, str], ...]:
+    out = [("node_id", node.node_id)]
+    if kubelet and node.pod:
+        out.append(("pod", node.pod))
+    if kubelet and node.namespace:
+        out.append(("namespace", node.namespace))
+    return tuple(out)
+
+
+def _per_rank(q: _Query, node: LoopsNode, name: str, f: Callable[[Cell], float]) -> dict[str, list[Point]]:
+    res = q.select(name, Reducer.MEAN, ("gpu",), _node_matchers(node, kubelet=False))
+    found = {int(k[0]): cells for k, cells in res.items() if k[0].isdigit()}
+    ranks = node.gpu_ranks or tuple(found)
+    out: dict[str, list[Point]] = {}
+    for rank in sorted(ranks):
+        cells = found.get(rank, [None] * q.n)
+        out[str(rank)] = q.series([f(c) if c is not None else None for c in cells])
+    return out
+
+
+def _ratio(a: list[float | None], b: list[float | None]) -> list[float | None]:
+    return [x / y if x is not None and y else None for x, y in zip(a, b, strict=True)]
+
+
+def _ephemeral(q: _Query, node: LoopsNode) -> dict[str, list[Point]]:
+    kubelet = _node_matchers(node, kubelet=True) + (("source", "kubelet_summary"),)
+    used = q.total(q.select(EPHEMERAL_USED, Reducer.MEAN, ("pod", "namespace"), kubelet))
+    if any(v is not None for v in used):
+        capacity = q.total(
+            q.select(EPHEMERAL_CAPACITY, Reducer.MEAN, (), kubelet), lambda c: c.total / c.series
+        )
+    else:
+        host = _node_matchers(node, kubelet=False) + (("source", "node_exporter"),)
+        mean: Callable[[Cell], float] = lambda c: c.total / c.series  # noqa: E731
+        capacity = q.total(q.select(EPHEMERAL_CAPACITY, Reducer.MEAN, (), host), mean)
+        free = q.total(q.select(EPHEMERAL_AVAILABLE, Reducer.MEAN, (), host), mean)
+        used = [
+            c - f if c is not None and f is not None else None for c, f in zip(capacity, free, strict=True)
+        ]
+    return {"usage_bytes": q.series(used), "utilization": q.series(_ratio(used, capacity))}
+
+
+def node_metrics(q: _Query, node: LoopsNode) -> dict[str, object]:
+    """``LoopsDeploymentNodeMetricsV1`` of one node."""
+    kubelet = _node_matchers(node, kubelet=True)
+    cpu = q.select(CPU, Reducer.INCREASE, (), kubelet).get((), [None] * q.n)
+    memory = q.select(MEMORY, Reducer.MEAN, (), kubelet).get((), [None] * q.n)
+    return {
+        "node_id": node.node_id,
+        "gpu_memory_usage_bytes": _per_rank(q, node, GPU_MEMORY, lambda c: c.total * MIB),
+        "gpu_utilization": _per_rank(q, node, GPU_UTIL, lambda c: c.total / c.series),
+        "cpu_usage": q.series([c.total / q.seconds(i) if c else None for i, c in enumerate(cpu)]),
+        "cpu_memory_usage_bytes": q.series([c.total if c else None for c in memory]),
+        "ephemeral_storage": _ephemeral(q, node),
+    }
+
+
+def _live(q: _Query) -> list[bool]:
+    """Per point: was a request source of some node up (``up`` == 1 at least once)?"""
+    urls = {(n.node_id, url) for n in q.plan.nodes for url in n.request_targets}
+    if not urls:
+        return [False] * q.n
+    res = q.select("up", Reducer.MEAN, ("node_id", "instance"))
+    out = [False] * q.n
+    for key, cells in res.items():
+        if key in urls:
+            out = [o or (c is not None and c.total > 0) for o, c in zip(out, cells, strict=True)]
+    return out
+
+
+def _volumes(q: _Query) -> tuple[list[Point], list[Point]]:
+    """``inference_volume`` and ``inference_volume_by_status`` (per ``time_divisor_seconds``)."""
+    res = q.select(REQUESTS, Reducer.INCREASE, ("node_id", "status_code"))
+    live = _live(q)
+    volume: list[Point] = []
+    by_status: list[Point] = []
+    for i in range(q.n):
+        cells = [(key[1], c) for key, cells in res.items() if key[0] and (c := cells[i]) is not None]
+        if not cells and not live[i]:
+            continue  # no request source reported: a gap
+        unit = q.plan.divisor_s / q.seconds(i)
+        classes = {"2xx": 0.0, "4xx": 0.0, "5xx": 0.0}
+        for code, c in cells:
+            cls = status_class(code)
+            if cls is not None:
+                classes[cls] += c.total * unit
+        volume.append({"value": sum(c.total for _, c in cells) * unit, "timestamp": q.stamps[i]})
+        by_status.append({"timestamp": q.stamps[i], **{f"status_{k}": v for k, v in classes.items()}})
+    return volume, by_status
+
+
+def _latency(q: _Query) -> list[Point]:
+    """``response_time_stats``: p50 / p95 / p99 in ms for every point, null without requests."""
+    res = q.select(LATENCY + "_bucket", Reducer.INCREASE, ("le",))
+    buckets = sorted((parse_le(k[0]), cells) for k, cells in res.items())
+    out: list[Point] = []
+    for i in range(q.n):
+        present = [(b, c.total) for b, cells in buckets if (c := cells[i]) is not None]
+        bounds, counts = [b for b, _ in present], [c for _, c in present]
+        point: Point = {"timestamp": q.stamps[i]}
+        for label, quantile in PERCENTILES:
+            v = bucket_quantile(quantile, bounds, counts) if present else None
+            point[label] = v * 1000.0 if v is not None and math.isfinite(v) else None
+        out.append(point)
+    return out
+
+
+def execute_loops(plan: LoopsPlan, store: Store) -> dict[str, object]:
+    """The ``LoopsDeploymentMetricsV1`` object for ``plan`` (see the module docstring)."""
+    q = _Query(plan, store)
+    nodes = [node_metrics(q, n) for n in plan.nodes]
+    leader = next((m for n, m in zip(plan.nodes, nodes, strict=True) if n.leader), None)
+    in_flight = q.select(IN_FLIGHT, Reducer.MEAN, ("node_id",))
+    volume, by_status = _volumes(q)
+    empty: dict[str, object] = {
+        "gpu_memory_usage_bytes": {},
+        "gpu_utilization": {},
+        "cpu_usage": [],
+        "cpu_memory_usage_bytes": [],
+        "ephemeral_storage": {"usage_bytes": [], "utilization": []},
+    }
+    compute = {k: v for k, v in (leader or empty).items() if k != "node_id"}
+    return {
+        "inference_volume": volume,
+        "concurrent_requests": q.series(q.total({k: v for k, v in in_flight.items() if k[0]})),
+        "response_time_stats": _latency(q),
+        "inference_volume_by_status": by_status,
+        **compute,
+        "per_node_metrics": nodes,
+    }
