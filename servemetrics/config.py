@@ -2,7 +2,8 @@
 
 Keys (defaults in brackets; docs/configuration.md has an example of each): ``listen`` [127.0.0.1:8321],
 ``data_dir`` [./data], ``scrape_interval`` [15s], ``scrape_timeout`` [10s], ``retention`` [15d],
-``registry_url`` [sqlite:///<data_dir>/registry.sqlite3], ``organizations``, ``models``, ``loops``
+``registry_url`` [sqlite:///<data_dir>/registry.sqlite3], ``store`` [kind: duckdb], ``organizations``,
+``models``, ``loops``
 (trainer deployments, docs/loops.md).
 Durations are seconds (``15``) or a number with a unit ``ms s m h d`` (``15s``, ``15d``) and are held as
 float seconds. Every mistake raises ``ConfigError`` naming the key and what to write instead.
@@ -15,7 +16,8 @@ import math
 import re
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+from urllib.parse import urlsplit
 
 import yaml
 from pydantic import (
@@ -36,6 +38,9 @@ from servemetrics.registry import keys as k
 from servemetrics.registry.ids import check_deployment_id, check_id, check_target_url
 from servemetrics.registry.records import RegistryError, TrainerNode, TrainerTarget
 from servemetrics.registry.registry import Registry
+
+if TYPE_CHECKING:
+    from servemetrics.store.prometheus import EngineOptions
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
@@ -278,6 +283,64 @@ def _no_duplicates(values: list[str], what: str) -> None:
         raise ValueError(f"duplicate {what} {', '.join(dupes)}; each must be unique")
 
 
+def _http_url(value: str) -> str:
+    """``value`` when it is an ``http(s)://host[:port][/path]`` URL; else ValueError saying what to write."""
+    parsed = urlsplit(value)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or any(c.isspace() for c in value):
+        raise ValueError(f"{value!r} is not an http(s) URL; write e.g. http://127.0.0.1:8428")
+    return value
+
+
+HttpUrl = Annotated[str, AfterValidator(_http_url)]
+
+
+class BasicAuthConfig(_Strict):
+    """HTTP basic auth for the engine (reads and remote_write)."""
+
+    username: str = Field(min_length=1)
+    password: SecretStr
+
+
+class StoreConfig(_Strict):
+    """The sample store: ``kind: duckdb`` (the embedded default) or ``kind: prometheus`` (a
+    Prometheus-compatible engine: ``flavor``, ``query_url``, ``remote_write_url``, optional
+    ``basic_auth`` or ``bearer_token``, ``tenant_header`` and ``buffer_dir``; docs/store.md)."""
+
+    kind: Literal["duckdb", "prometheus"] = "duckdb"
+    flavor: Literal["prometheus", "victoriametrics"] | None = None
+    query_url: HttpUrl | None = None
+    remote_write_url: HttpUrl | None = None
+    basic_auth: BasicAuthConfig | None = None
+    bearer_token: SecretStr | None = None
+    tenant_header: dict[str, str] | None = None
+    buffer_dir: Path | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> StoreConfig:
+        engine_keys = ("flavor", "query_url", "remote_write_url", "basic_auth", "bearer_token")
+        if self.kind == "duckdb":
+            extra = [k for k in (*engine_keys, "tenant_header", "buffer_dir") if getattr(self, k) is not None]
+            if extra:
+                raise ValueError(
+                    f"{', '.join(extra)} only apply to kind: prometheus; remove them or set kind: prometheus"
+                )
+            return self
+        missing = [k for k in ("flavor", "query_url", "remote_write_url") if getattr(self, k) is None]
+        if missing:
+            raise ValueError(
+                f"kind: prometheus needs {', '.join(missing)}; e.g. flavor: victoriametrics, "
+                "query_url: http://127.0.0.1:8428, remote_write_url: http://127.0.0.1:8428/api/v1/write"
+            )
+        if self.basic_auth is not None and self.bearer_token is not None:
+            raise ValueError("give basic_auth or bearer_token, not both")
+        for name, value in (self.tenant_header or {}).items():
+            if not re.fullmatch(r"[A-Za-z0-9-]+", name) or "\n" in value or "\r" in value:
+                raise ValueError(
+                    f"tenant_header {name!r} is not a usable HTTP header; write e.g. X-Scope-OrgID: team-a"
+                )
+        return self
+
+
 class Config(_Strict):
     """The whole file. ``registry_url`` is filled from ``data_dir`` when absent."""
 
@@ -287,6 +350,7 @@ class Config(_Strict):
     scrape_timeout: Duration = 10.0
     retention: Annotated[Duration, _at_least(3600.0, "1h")] = 15 * 86400.0
     registry_url: str | None = None
+    store: StoreConfig = StoreConfig()
     organizations: list[OrganizationConfig] = []
     models: list[ModelConfig] = []
     loops: list[TrainerDeploymentConfig] = []
@@ -391,6 +455,24 @@ class Config(_Strict):
     def port(self) -> int:
         """Port part of ``listen``."""
         return int(self.listen.rpartition(":")[2])
+
+
+def engine_options(config: Config) -> EngineOptions | None:
+    """The engine the config's ``store`` names (None for the embedded DuckDB store). A relative
+    ``buffer_dir`` is relative to ``data_dir``; the default is ``<data_dir>/remote_write_buffer``."""
+    from servemetrics.store.prometheus import EngineOptions
+    from servemetrics.store.promql import Flavor
+
+    s = config.store
+    if s.kind != "prometheus":
+        return None
+    assert s.flavor is not None and s.query_url is not None and s.remote_write_url is not None
+    headers = dict(s.tenant_header or {})
+    if s.bearer_token is not None:
+        headers["Authorization"] = f"Bearer {s.bearer_token.get_secret_value()}"
+    auth = (s.basic_auth.username, s.basic_auth.password.get_secret_value()) if s.basic_auth else None
+    buffer_dir = Path(config.data_dir) / (s.buffer_dir or "remote_write_buffer")
+    return EngineOptions(Flavor(s.flavor), s.query_url, s.remote_write_url, buffer_dir, headers, auth)
 
 
 def _where(loc: tuple[int | str, ...]) -> str:

@@ -12,13 +12,15 @@ from pathlib import Path
 
 import httpx
 
-from servemetrics.config import Config, apply_config
+from servemetrics.config import Config, apply_config, engine_options
 from servemetrics.ingest.backfill import BackfillError, iter_backfill
 from servemetrics.ingest.samples import MAX_FUTURE_MS
 from servemetrics.registry import Registry
 
 Progress = Callable[[int, int | None], None]
 CHUNK = 1 << 20
+IMPORT_FLUSH_S = 600.0
+"""With an engine store, how long ``into_data_dir`` waits for the engine to take every sample."""
 
 
 class ImportFailed(RuntimeError):
@@ -91,7 +93,7 @@ def into_data_dir(
             "replica": replica,
         }
         try:
-            store = open_store(Path(config.data_dir))
+            store = open_store(Path(config.data_dir), engine_options(config))
         except Exception as exc:  # DuckDB raises IOException when another process holds the file
             raise ImportFailed(
                 f"cannot open the store in {config.data_dir} ({exc}); if a service is "
@@ -109,6 +111,9 @@ def into_data_dir(
         except (BackfillError, UnicodeDecodeError) as exc:
             raise ImportFailed(f"stopped after {stored} samples: {exc}") from exc
         finally:
+            flush = getattr(store, "flush", None)  # an engine store: wait for the engine to take it all
+            if flush is not None:
+                flush(IMPORT_FLUSH_S)  # what is left stays in the buffer; the next `serve` sends it
             store.close()
         return stored
     finally:

@@ -6,9 +6,47 @@ several apps can live in one process, as tests do).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 TARGET_LABELS = ["model_id", "deployment_id", "replica", "target"]
+
+REMOTE_WRITE_METRICS: dict[str, tuple[str, str, str]] = {
+    "queue_samples": (
+        "gauge",
+        "servemetrics_remote_write_queue_samples",
+        "Samples queued for the engine (memory, in flight and the disk buffer).",
+    ),
+    "buffer_bytes": ("gauge", "servemetrics_remote_write_buffer_bytes", "Bytes in the on-disk buffer."),
+    "sent_samples": ("counter", "servemetrics_remote_write_sent_samples", "Samples the engine accepted."),
+    "failed_samples": (
+        "counter",
+        "servemetrics_remote_write_failed_samples",
+        "Samples the engine refused (a 4xx other than 429), dropped and logged.",
+    ),
+    "retries": (
+        "counter",
+        "servemetrics_remote_write_retries",
+        "Sends retried after a 5xx, 429 or connection error.",
+    ),
+}
+"""``RemoteWriteClient.stats()`` key -> (type, metric name, help) on ``/metrics``."""
+
+
+class _RemoteWriteCollector(Collector):
+    """Reads the remote_write counters at scrape time (the client keeps them; no copies to drift)."""
+
+    def __init__(self, read: Callable[[], Mapping[str, float]]) -> None:
+        self._read = read
+
+    def collect(self) -> Iterator[Metric]:
+        values = self._read()
+        for key, (kind, name, help_text) in REMOTE_WRITE_METRICS.items():
+            family = CounterMetricFamily if kind == "counter" else GaugeMetricFamily
+            yield family(name, help_text, value=float(values.get(key, 0.0)))
 
 
 class SelfMetrics:
@@ -62,3 +100,8 @@ class SelfMetrics:
             TARGET_LABELS,
             registry=r,
         )
+
+    def watch_remote_write(self, read: Callable[[], Mapping[str, float]]) -> None:
+        """Expose the remote_write client's counters (``REMOTE_WRITE_METRICS``; ``read`` returns them by
+        key: samples queued, sent, failed, retries, buffer bytes) on this registry."""
+        self.registry.register(_RemoteWriteCollector(read))

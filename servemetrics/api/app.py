@@ -25,6 +25,7 @@ from servemetrics.api.routes import (
     async_predict,
     catalog,
     dashboard,
+    discovery,
     export,
     ingest,
     inventory,
@@ -192,6 +193,7 @@ def create_app(
     install_error_handlers(app)
     for module in (metrics, management, inventory, ingest, export, catalog, organization, loops, dashboard):
         app.include_router(module.router)
+    app.include_router(discovery.router)  # GET /v1/service_discovery/targets (docs/service-discovery.md)
     if gateway:
         app.include_router(gateway_routes.router)
         app.include_router(async_predict.router)

@@ -2,7 +2,8 @@
 
 Status codes (DESIGN "Errors, auth, tenancy"): 400 bad input, 401 no or bad key, 403 a key that may not
 do this, 404 no such model / deployment / environment (including another organization's), 409 conflict,
-429 rate limited (body also carries ``retry_after`` in seconds). Bad input never gives a 5xx.
+429 rate limited (body also carries ``retry_after`` in seconds), 503 the sample store's engine is down or
+answers nonsense (``StoreUnavailableError``). Bad input never gives a 5xx.
 """
 
 from __future__ import annotations
@@ -11,6 +12,8 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from servemetrics.store.errors import StoreUnavailableError
 
 
 class ApiError(Exception):
@@ -112,6 +115,10 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         return JSONResponse(_body(_describe_validation(exc, request)), status_code=400)
+
+    @app.exception_handler(StoreUnavailableError)
+    async def _store_down(_: Request, exc: StoreUnavailableError) -> JSONResponse:
+        return JSONResponse(_body(str(exc)), status_code=503, headers={"Retry-After": "5"})
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -1,0 +1,185 @@
+"""``GET /v1/service_discovery/targets``: Prometheus HTTP SD JSON of the caller's organization."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from fastapi.testclient import TestClient
+
+from servemetrics.api.app import _targets, create_app
+from servemetrics.config import parse_config
+from servemetrics.store.memory import MemoryStore
+from tests.query.helpers import at
+
+KEY, SCOPED_KEY, INVOKE_KEY, OTHER_KEY = "sm-sd-key", "sm-sd-scoped", "sm-sd-invoke", "sm-sd-other"
+SD = "/v1/service_discovery/targets"
+
+
+def _config(tmp_path):
+    return parse_config(
+        {
+            "data_dir": str(tmp_path),
+            "organizations": [
+                {
+                    "name": "acme",
+                    "api_keys": [
+                        {"key": KEY, "type": "WORKSPACE_EXPORT_METRICS"},
+                        {"key": SCOPED_KEY, "type": "WORKSPACE_EXPORT_METRICS", "model_ids": ["m2"]},
+                        {"key": INVOKE_KEY, "type": "WORKSPACE_INVOKE"},
+                    ],
+                },
+                {"name": "other", "api_keys": [{"key": OTHER_KEY, "type": "WORKSPACE_MANAGE_ALL"}]},
+            ],
+            "models": [
+                {
+                    "id": "m1",
+                    "name": "llama",
+                    "organization": "acme",
+                    "deployments": [
+                        {
+                            "id": "d1",
+                            "name": "v1",
+                            "replicas": [
+                                {
+                                    "id": "d1-r1",
+                                    "targets": [
+                                        "http://10.0.0.5:8000/metrics",
+                                        "https://gpu-node.internal/dcgm/metrics?format=text&x=1",
+                                    ],
+                                }
+                            ],
+                        },
+                        {
+                            "id": "d2",
+                            "name": "v2",
+                            "replicas": [{"id": "d2-r1", "targets": ["http://[::1]:9400/m"]}],
+                        },
+                    ],
+                    "environments": [
+                        {
+                            "name": "production",
+                            "promotions": [{"deployment": "d1", "at": "2026-01-01T00:00:00Z"}],
+                        }
+                    ],
+                },
+                {
+                    "id": "m2",
+                    "name": "whisper",
+                    "organization": "acme",
+                    "deployments": [
+                        {"id": "e1", "replicas": [{"id": "e1-r1", "targets": ["http://h2:8000/metrics"]}]}
+                    ],
+                },
+                {
+                    "id": "x1",
+                    "name": "theirs",
+                    "organization": "other",
+                    "deployments": [
+                        {"id": "x1d", "replicas": [{"id": "x-r1", "targets": ["http://x:1/metrics"]}]}
+                    ],
+                },
+            ],
+        }
+    )
+
+
+@pytest.fixture
+def client(tmp_path) -> Iterator[TestClient]:
+    app = create_app(
+        _config(tmp_path), scrape=False, gateway=False, clock=lambda: at(120), store=MemoryStore()
+    )
+    with TestClient(app) as c:
+        yield c
+
+
+def get(client, key=KEY):
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return client.get(SD, headers=headers)
+
+
+def test_targets_of_the_organization_with_scrape_labels(client):
+    resp = get(client)
+    assert resp.status_code == 200 and resp.headers["content-type"] == "application/json"
+    llama = {"model_id": "m1", "model_name": "llama"}
+    assert resp.json() == [
+        {
+            "targets": ["10.0.0.5:8000"],
+            "labels": {
+                "__metrics_path__": "/metrics",
+                "__scheme__": "http",
+                **llama,
+                "deployment_id": "d1",
+                "replica": "d1-r1",
+                "environment": "production",
+                "rollout_phase": "stable",
+            },
+        },
+        {
+            "targets": ["gpu-node.internal:443"],  # the scheme's default port made explicit
+            "labels": {
+                "__metrics_path__": "/dcgm/metrics",
+                "__scheme__": "https",
+                **llama,
+                "deployment_id": "d1",
+                "replica": "d1-r1",
+                "environment": "production",
+                "rollout_phase": "stable",
+                "__param_format": "text",
+                "__param_x": "1",
+            },
+        },
+        {
+            "targets": ["[::1]:9400"],
+            "labels": {
+                "__metrics_path__": "/m",
+                "__scheme__": "http",
+                **llama,
+                "deployment_id": "d2",
+                "replica": "d2-r1",
+                "environment": "",  # d2 serves no environment (Prometheus drops empty labels)
+                "rollout_phase": "",
+            },
+        },
+        {
+            "targets": ["h2:8000"],
+            "labels": {
+                "__metrics_path__": "/metrics",
+                "__scheme__": "http",
+                "model_id": "m2",
+                "model_name": "whisper",
+                "deployment_id": "e1",
+                "replica": "e1-r1",
+                "environment": "",
+                "rollout_phase": "",
+            },
+        },
+    ]
+
+
+def test_labels_are_the_ones_our_scraper_attaches(client):
+    registry = client.app.state.registry
+    ours = {t.url: dict(t.labels) for t in _targets(registry)}
+    for group in get(client).json():
+        plain = {k: v for k, v in group["labels"].items() if not k.startswith("__")}
+        assert plain in ours.values()
+    assert len(ours) == 5  # four of acme, one of other
+
+
+def test_scoped_and_other_organization_keys(client):
+    assert [g["labels"]["replica"] for g in get(client, SCOPED_KEY).json()] == ["e1-r1"]
+    assert [g["targets"] for g in get(client, OTHER_KEY).json()] == [["x:1"]]
+
+
+def test_terminated_replicas_leave_and_an_empty_list_is_200(client):
+    registry = client.app.state.registry
+    registry.terminate_replica("m2", "e1", "e1-r1")
+    assert get(client, SCOPED_KEY).json() == []
+    assert get(client, SCOPED_KEY).status_code == 200
+
+
+def test_auth(client):
+    assert get(client, None).status_code == 401
+    assert get(client, "nope").status_code == 401
+    resp = get(client, INVOKE_KEY)
+    assert resp.status_code == 403 and "WORKSPACE_EXPORT_METRICS" in resp.json()["error"]
