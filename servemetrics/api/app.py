@@ -35,7 +35,7 @@ from servemetrics.api.routes import (
     organization,
 )
 from servemetrics.api.routes import gateway as gateway_routes
-from servemetrics.config import Config, apply_config
+from servemetrics.config import Config, apply_config, engine_options
 from servemetrics.gateway import Gateway, GatewayOptions
 from servemetrics.gateway.async_worker import AsyncGateway, AsyncOptions
 from servemetrics.ingest.scraper import Scraper, Target
@@ -148,10 +148,12 @@ def create_app(
         if store is None:
             from servemetrics.store import open_store  # the DuckDB backend loads only when used
 
-            opened: Store = open_store(Path(config.data_dir))
+            opened: Store = open_store(Path(config.data_dir), engine_options(config))
         else:
             opened = store
         service = Service(config, registry, opened, SelfMetrics(), clock)
+        if (rw_stats := getattr(opened, "remote_write_stats", None)) is not None:
+            service.metrics.watch_remote_write(rw_stats)  # an engine store: queue, sent, failed, retries
         app.state.service = service
         app.state.registry = registry
         if gateway:
