@@ -1,0 +1,230 @@
+"""The dashboard in headless Chromium against ONE run of `servemetrics demo` shared by the module.
+
+The demo (``--duration 100``) promotes ``production`` from d1 to d2 50 s after its load starts; the tests
+that need no promotion run before it, the last one waits for the PROMOTED event. Checked: every default
+graph the demo has data for renders with data; hiding and reordering survive a reload; switching scope
+changes the API calls; a Promoted marker is on every graph and its hover text names both deployments.
+Screenshots of the main page and the GPU usage page go to ``artifacts/``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page
+
+from tests.dashboard.browser import graphs, launch, new_context, screenshot, wait_drawn
+from tests.processes import free_port, start, stop, wait_http
+
+pytestmark = pytest.mark.e2e
+KEY = "demo-dashboard-key"
+DURATION_S = 100
+MODEL = "demo-model"
+
+
+@dataclass
+class Demo:
+    base: str
+    log: Path
+    client: httpx.Client
+
+    def series(self, names: list[str]) -> dict:
+        now = int(time.time() * 1000)
+        params = {"mode": "SERIES", "start_epoch_millis": now - 3_600_000, "end_epoch_millis": now}
+        resp = self.client.get(
+            f"{self.base}/v1/models/{MODEL}/environments/production/metrics",
+            params={**params, "metrics": names},
+        )
+        resp.raise_for_status()
+        return resp.json()
+
+
+def _with_data(body: dict) -> set[str]:
+    """Names of the metrics with at least one non-null value."""
+    out = set()
+    for i, d in enumerate(body["metric_descriptors"]):
+        if any(v is not None for vs in body["metric_values"] for v in vs["values"][i]):
+            out.add(d["name"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> Iterator[Demo]:
+    tmp = tmp_path_factory.mktemp("demo")
+    port = free_port()
+    args = [
+        "--duration",
+        str(DURATION_S),
+        "--port",
+        str(port),
+        "--api-key",
+        KEY,
+        "--data-dir",
+        str(tmp / "d"),
+    ]
+    proc = start(["-m", "servemetrics", "demo", *args], tmp / "demo.out")
+    client = httpx.Client(headers={"Authorization": f"Bearer {KEY}"}, timeout=30)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        wait_http(f"{base}/healthz", 60)
+        demo = Demo(base, tmp / "demo.out", client)
+        deadline = time.monotonic() + 60
+        wanted = ["baseten_inference_requests_total", "baseten_gpu_utilization", "baseten_replicas_active"]
+        while time.monotonic() < deadline and _with_data(demo.series(wanted)) != set(wanted):
+            assert proc.poll() is None, demo.log.read_text()
+            time.sleep(2)
+        yield demo
+    finally:
+        client.close()
+        stop(proc)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with launch() as b:
+        yield b
+
+
+def open_page(browser: Browser, demo: Demo, path: str = "/") -> Page:
+    page = new_context(browser, KEY).new_page()
+    page.goto(demo.base + path)
+    return page
+
+
+def default_panels(demo: Demo) -> dict[str, list[str]]:
+    """Panel title -> its metric names, for the catalog's default-visible panels, in catalog order."""
+    catalog = demo.client.get(f"{demo.base}/v1/metrics_catalog").json()
+    panels: dict[str, list[str]] = {}
+    for m in catalog["metrics"]:
+        if m["default_visible"]:
+            panels.setdefault(m["panel"], []).append(m["name"])
+    return panels
+
+
+def test_every_default_graph_with_demo_data_renders_with_data(browser, demo):
+    panels = default_panels(demo)
+    with_data = _with_data(demo.series([n for names in panels.values() for n in names]))
+    expected = [title for title, names in panels.items() if set(names) & with_data]
+    assert len(expected) >= 12, with_data  # requests, latency, sizes, replicas, CPU, memory, GPU ...
+    page = open_page(browser, demo)
+    wait_drawn(page)
+    drawn = {g["title"]: g for g in graphs(page)}
+    for title in expected:
+        assert title in drawn, f"{title} not drawn; drawn: {sorted(drawn)}"
+        assert sum(drawn[title]["nonNull"]) > 0, title
+    assert [t for t in drawn if t in expected] == expected  # catalog order
+    # no graph for what the demo does not measure
+    assert [t for t in drawn if t not in expected] == [], sorted(drawn)
+    page.context.close()
+
+
+def _order(page: Page) -> list[str]:
+    return page.locator("#graphs section.graph h2").all_inner_texts()
+
+
+def test_hiding_and_reordering_survive_a_reload(browser, demo):
+    page = open_page(browser, demo)
+    wait_drawn(page)
+    before = _order(page)
+    assert before[:3] == ["Inference volume", "Incoming request volume", "End-to-end response time"]
+    page.click("#customize-button")
+    page.uncheck("#customize-incoming-request-volume")  # hide
+    wait_drawn(page, renders=2)
+    page.click('button[aria-label="Move Replicas up"]')  # button
+    page.locator('#customize-list li[data-panel="cpu-usage"] input').focus()
+    page.keyboard.press("Alt+ArrowUp")  # keyboard
+    page.locator('#customize-list li[data-panel="gpu-usage"]').drag_to(
+        page.locator('#customize-list li[data-panel="inference-volume"]')
+    )  # drag: GPU usage takes Inference volume's place, first
+    listed = page.locator("#customize-list li label").all_inner_texts()
+    page.click("#customize-close")
+    page.wait_for_function("document.getElementById('graphs').dataset.renderState === 'done'")
+    after = _order(page)
+    assert "Incoming request volume" not in after
+    assert after[0] == "GPU usage"
+    # catalog order: ... Response size, Replicas, ... Concurrent requests, CPU usage: each moved up one
+    assert after.index("Replicas") == after.index("Response size") - 1
+    assert after.index("CPU usage") == after.index("Concurrent requests") - 1
+
+    page.reload()
+    wait_drawn(page)
+    reloaded = _order(page)  # graphs whose data arrived meanwhile (async) may join, in their place
+    assert [t for t in reloaded if t in after] == after
+    assert "Incoming request volume" not in reloaded
+    page.click("#customize-button")
+    assert page.locator("#customize-list li label").all_inner_texts() == listed  # hidden one still listed
+    assert not page.is_checked("#customize-incoming-request-volume")
+    page.click("#customize-close")
+    page.context.close()
+
+
+def test_switching_scope_changes_the_api_calls(browser, demo):
+    page = open_page(browser, demo)
+    calls: list[str] = []
+    page.on("request", lambda r: calls.append(r.url) if "/metrics?" in r.url else None)
+    wait_drawn(page)
+    assert calls and all(f"/v1/models/{MODEL}/environments/production/metrics?" in u for u in calls)
+    assert all("mode=SERIES" in u for u in calls)
+    calls.clear()
+    page.select_option("#scope", "deployment:d1")
+    wait_drawn(page, renders=2)
+    assert calls and all(f"/v1/models/{MODEL}/deployments/d1/metrics?" in u for u in calls)
+    page.reload()  # the scope is remembered per model
+    wait_drawn(page)
+    assert page.input_value("#scope") == "deployment:d1"
+    page.select_option("#scope", "environment:production")
+    wait_drawn(page, renders=2)
+    page.context.close()
+
+
+def _promoted(demo: Demo, deadline_s: float) -> dict:
+    end = time.monotonic() + deadline_s
+    while time.monotonic() < end:
+        events = demo.client.get(f"{demo.base}/v1/models/{MODEL}/events", params={"kinds": "PROMOTED"}).json()
+        found = [e for e in events["events"] if e["deployment_id"] == "d2"]
+        if found:
+            return found[0]
+        time.sleep(1)
+    raise AssertionError(f"no PROMOTED event for d2 within {deadline_s} s:\n{demo.log.read_text()[-3000:]}")
+
+
+def test_promoted_marker_on_every_graph_names_both_deployments(browser, demo):
+    promoted = _promoted(demo, DURATION_S)
+    time.sleep(6)  # a scrape after the promotion, so the graphs show the new value sets
+    page = open_page(browser, demo)
+    wait_drawn(page)
+    page.click("#events-button")
+    page.check("#events-show")
+    page.wait_for_selector('.event-marker[data-kind="PROMOTED"]')
+    n_graphs = page.locator("#graphs section.graph").count()
+    shown = page.evaluate("window.smDashboard.metrics.events().filter(e => e.kind === 'PROMOTED')")
+    # production -> d1 when the demo starts, then -> d2 (25 %, rolling): both inside the last hour
+    assert [(e["deployment_id"], e["details"]["previous_deployment_id"]) for e in shown] == [
+        ("d1", None),
+        ("d2", "d1"),
+    ]
+    assert shown[1]["epoch_millis"] == promoted["epoch_millis"]
+    flags = page.locator(
+        '#graphs .event-marker[data-kind="PROMOTED"] .event-flag[aria-label*="deployment: d2,"]'
+    )
+    assert flags.count() == n_graphs  # one d2 Promoted marker on every graph
+    assert page.locator('#graphs section.graph .event-marker[data-kind="PROMOTED"]').count() == 2 * n_graphs
+    flags.first.hover()
+    tip = page.inner_text("#tooltip")
+    assert tip.startswith("Promoted")
+    assert "deployment: d2" in tip and "previous deployment: d1" in tip and "environment: production" in tip
+    assert "percent: 25" in tip
+    page.click("#events-button")  # close the panel for the screenshot, keep the markers
+    page.mouse.move(5, 5)
+    screenshot(page, "dashboard.png")
+
+    page.goto(demo.base + "/#/gpu-usage")
+    page.wait_for_selector("#gpu-graph[data-render-state=done]")
+    assert page.evaluate("window.smDashboard.gpu.inspect().groups") == ["RTX4000ADA"]
+    screenshot(page, "gpu-usage-demo.png")
+    page.context.close()
