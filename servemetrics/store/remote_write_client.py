@@ -8,7 +8,8 @@ takes up to ``max_samples_per_send`` samples at a time, encodes them (``rw_encod
 
 - 2xx: sent. 5xx, 429 and connection errors / timeouts: retried with exponential backoff
   (``min_backoff_s`` doubling up to ``max_backoff_s``), as the spec asks of senders.
-- Any other 4xx: the engine refuses something in the body (an out-of-bounds timestamp, a bad label).
+- Any other 4xx, or a 5xx whose text is one of Prometheus' sample refusals (``PERMANENT_5XX``): the
+  engine refuses something in the body (an out-of-bounds timestamp, a bad label).
   The body is split in halves and each half sent again, down to single samples, so one bad sample does
   not lose its neighbours; a single sample refused is dropped, logged and counted as failed.
 - While a send fails, everything queued in memory is spilled to the ``SegmentBuffer`` in ``buffer_dir``
@@ -264,7 +265,7 @@ class RemoteWriteClient:
             with self._cond:
                 self.sent += samples
             return
-        if resp.status_code == 429 or resp.status_code >= 500:
+        if resp.status_code == 429 or (resp.status_code >= 500 and not _refusal(resp.text)):
             self._count_retry(f"HTTP {resp.status_code}: {resp.text[:200]}")
             raise _Retry
         self._split(samples, body, f"HTTP {resp.status_code}: {resp.text[:300]}")
@@ -289,6 +290,15 @@ class RemoteWriteClient:
                     if self._stop.wait(backoff):
                         raise
                     backoff = min(backoff * 2, self.options.max_backoff_s)
+
+
+PERMANENT_5XX = ("too old sample", "out of bounds", "out of order sample", "duplicate sample for timestamp")
+"""Prometheus 2.42 answers some refusals of a sample with a 500 (``too old sample``: older than the
+out-of-order window); retrying those would block the queue forever, so they are treated like a 400."""
+
+
+def _refusal(text: str) -> bool:
+    return any(p in text for p in PERMANENT_5XX)
 
 
 def _slice(batch: SampleBatch, lo: int, hi: int) -> SampleBatch:
