@@ -1,8 +1,9 @@
 """``run_demo``: start everything, drive load and a rolling promotion, print tables, stop everything.
 
-Order: four replica processes and the two replays, then ``servemetrics serve`` on the generated config;
-wait until all are healthy; set the deployments' autoscaling settings through the management API; start
-the webhook receiver (when the service has ``async_predict``) and the load; print the first tables once
+Order: four replica processes, the two replays and the trainer, then ``servemetrics serve`` on the
+generated config; wait until all are healthy; set the deployments' autoscaling settings through the
+management API; start the webhook receiver (when the service has ``async_predict``), the load and the
+trainer's load (``TRAINER_RATE`` steps a second); print the first tables (and the Loops table) once
 requests show up in the API; promote ``production`` to ``d2`` at 25 % half way through (or after 60 s),
 then 50 % and 100 %; at the end stop the load, wait one scrape, print the tables again. Every child is
 stopped on the way out, also on Ctrl-C and SIGTERM.
@@ -22,19 +23,23 @@ from types import FrameType
 import httpx
 from rich.console import Console
 
-from servemetrics.demo import report
+from servemetrics.demo import loops_report, report
 from servemetrics.demo.load import LoadGenerator, WebhookReceiver, has_async_route
 from servemetrics.demo.processes import Children, free_port, wait_http
 from servemetrics.demo.topology import (
     ENVIRONMENT,
     MODEL,
+    TRAINER,
     Topology,
     make_topology,
     service_config,
     write_config,
 )
+from servemetrics.demo.trainer_load import TrainerLoad
 
 SCRAPE_S = 5.0
+TRAINER_RATE = 1.0
+"""Training steps per second sent to the demo trainer."""
 
 
 class Terminated(Exception):
@@ -79,6 +84,7 @@ class Demo:
         self.children = Children(self._mkdir(self.dir / "logs"))
         self.client = httpx.Client(headers={"Authorization": f"Api-Key {self.key}"}, timeout=30)
         self.load: LoadGenerator | None = None
+        self.trainer_load: TrainerLoad | None = None
         self.webhooks: WebhookReceiver | None = None
         self.started_ms = int(time.time() * 1000)
 
@@ -108,7 +114,7 @@ class Demo:
             signal.signal(signal.SIGTERM, previous)
 
     def _start(self) -> None:
-        self.topo: Topology = make_topology(self.o.port, [free_port() for _ in range(6)])
+        self.topo: Topology = make_topology(self.o.port, [free_port() for _ in range(7)])
         cfg = service_config(self.topo, self.dir / "data", self.key, f"{SCRAPE_S:g}s")
         config = write_config(self.dir / "servemetrics.yaml", cfg)
         self.console.print(f"starting in {self.dir} (logs in {self.dir / 'logs'}); training the models…")
@@ -119,10 +125,13 @@ class Demo:
             self.children.start(
                 f"{kind}-replay", ["-m", "servemetrics.demo.replay", "--kind", kind, "--port", str(port)]
             )
+        trainer_args = ["--port", str(self.topo.trainer_port), *self.topo.trainer_node_args()]
+        self.children.start("trainer", ["-m", "servemetrics.demo.trainer", *trainer_args])
         self.children.start("servemetrics-serve", ["-m", "servemetrics", "serve", "--config", str(config)])
         wait_http(f"{self.topo.base}/healthz", self.children)
         for r in self.topo.replicas:
             wait_http(f"{r.url}/health", self.children, timeout=120)
+        wait_http(f"{self.topo.trainer_url}/health", self.children)
         for dep in self.topo.deployments():
             self.client.patch(
                 f"{self.topo.base}/v1/models/{MODEL}/deployments/{dep}/autoscaling_settings",
@@ -145,6 +154,10 @@ class Demo:
         self.console.print(
             f"  replays  dcgm-replay :{self.topo.dcgm_port}, vllm-replay :{self.topo.vllm_port}"
         )
+        self.console.print(
+            f"  loops    POST {b}/v1/loops/deployments/{TRAINER}/metrics (trainer {self.topo.trainer_url}, "
+            f"nodes leader-0 and worker-1, {TRAINER_RATE:g} training step/s)"
+        )
         asyncs = f"on, webhooks to {self.webhooks.url}" if self.webhooks else "off (no async_predict route)"
         self.console.print(f"  load     Poisson {self.o.rate:g}/s; async requests {asyncs}\n")
 
@@ -158,6 +171,8 @@ class Demo:
             self.webhooks.url if self.webhooks else None,
         )
         self.load.start()
+        self.trainer_load = TrainerLoad(f"{self.topo.trainer_url}/v1/train_step", TRAINER_RATE)
+        self.trainer_load.start()
         t0 = time.monotonic()
         plan = promotion_plan(self.o.duration)
         shown = False
@@ -176,6 +191,8 @@ class Demo:
                 self._status(elapsed)
                 next_status += 15.0
         self.load.stop()
+        if self.trainer_load is not None:
+            self.trainer_load.stop()
         time.sleep(SCRAPE_S + 1.5)  # one more scrape of the gateway and replicas
         self._status(time.monotonic() - t0)
         self._tables("at the end")
@@ -203,7 +220,8 @@ class Demo:
     def _status(self, elapsed: float) -> None:
         counts = dict(sorted(self.load.counts.items())) if self.load else {}
         hooks = f", webhooks received {len(self.webhooks.received)}" if self.webhooks else ""
-        self.console.print(f"[{elapsed:5.0f} s] client outcomes {counts}{hooks}")
+        steps = dict(sorted(self.trainer_load.counts.items())) if self.trainer_load else {}
+        self.console.print(f"[{elapsed:5.0f} s] client outcomes {counts}{hooks}; trainer steps {steps}")
 
     def _tables(self, when: str) -> None:
         now = int(time.time() * 1000)
@@ -221,11 +239,19 @@ class Demo:
         self.console.print(report.table(current, "CURRENT (default metrics)"))
         self.console.print(report.table(summary, "SUMMARY since the demo started"))
         self.console.print(report.table(series, f"SERIES, last steps of {series.get('step_seconds')} s"))
+        try:
+            loops = loops_report.query(self.client, self.topo.base, TRAINER, start, now)
+        except httpx.HTTPError as exc:
+            self.console.print(f"[red]Loops metrics call failed:[/red] {exc}")
+            return
+        self.console.print(loops_report.table(loops))
 
     def _shutdown(self) -> None:
         try:
             if self.load is not None:
                 self.load.stop()
+            if self.trainer_load is not None:
+                self.trainer_load.stop()
             if self.webhooks is not None:
                 self.webhooks.close()
         finally:

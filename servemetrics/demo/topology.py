@@ -4,6 +4,12 @@ One organization (``demo``) with one ``WORKSPACE_MANAGE_ALL`` key, model ``demo-
 ``d1`` (small model, 10 ms per token) and ``d2`` (larger model, 25 ms per token), two replicas each. Every
 replica has three targets: its own ``/metrics`` first (the gateway serves from the first target), then its
 path on ``dcgm-replay`` and on ``vllm-replay``. Environment ``production`` is promoted to ``d1`` at start.
+
+The trainer (Loops) deployment ``demo-trainer`` (sampler: ``demo-model`` / ``d1``) has two nodes,
+``leader-0`` and ``worker-1``, with GPU ranks 0 and 1; both are served by one trainer process
+(``demo/trainer.py``): the leader's request metrics at ``/metrics``, each node's replayed DCGM, kubelet
+and Summary API under ``/nodes/<node>/``. Each node's kubelet series are its pod's (``pod_a``, ``pod_b``
+of the kubelet fixture).
 """
 
 from __future__ import annotations
@@ -18,6 +24,12 @@ import yaml
 MODEL = "demo-model"
 ENVIRONMENT = "production"
 ORGANIZATION = "demo"
+TRAINER = "demo-trainer"
+TRAINER_NODES: tuple[tuple[str, str, str, str], ...] = (
+    ("leader-0", "leader", "namespace_a", "pod_a"),
+    ("worker-1", "worker", "namespace_b", "pod_b"),
+)
+"""``(node id, role, namespace, pod)`` of the demo trainer's nodes."""
 
 
 @dataclass(frozen=True)
@@ -43,6 +55,7 @@ class Topology:
     replicas: tuple[ReplicaSpec, ...]
     dcgm_port: int
     vllm_port: int
+    trainer_port: int = 0
 
     @property
     def base(self) -> str:
@@ -50,6 +63,47 @@ class Topology:
 
     def deployments(self) -> list[str]:
         return sorted({r.deployment for r in self.replicas})
+
+    @property
+    def trainer_url(self) -> str:
+        return f"http://127.0.0.1:{self.trainer_port}"
+
+    def trainer_node_args(self) -> list[str]:
+        """``--node`` arguments of the trainer process."""
+        return [a for node, _, ns, pod in TRAINER_NODES for a in ("--node", f"{node}={ns}/{pod}")]
+
+    def loops_config(self) -> list[dict[str, Any]]:
+        """The ``loops`` section: the trainer, its two nodes and their targets."""
+        nodes = []
+        for node, role, namespace, pod in TRAINER_NODES:
+            base = f"{self.trainer_url}/nodes/{node}"
+            targets = [
+                {"url": f"{base}/dcgm/metrics", "kind": "dcgm"},
+                {"url": f"{base}/kubelet/metrics", "kind": "kubelet"},
+                {"url": f"{base}/stats/summary", "kind": "kubelet_summary"},
+            ]
+            if role == "leader":
+                targets.append({"url": f"{self.trainer_url}/metrics", "kind": "requests"})
+            nodes.append(
+                {
+                    "id": node,
+                    "role": role,
+                    "gpu_ranks": [0, 1],
+                    "pod": pod,
+                    "namespace": namespace,
+                    "targets": targets,
+                }
+            )
+        sampler = {"model": MODEL, "deployment": "d1"}
+        return [
+            {
+                "id": TRAINER,
+                "name": "demo trainer (SGD)",
+                "organization": ORGANIZATION,
+                "sampler": sampler,
+                "nodes": nodes,
+            }
+        ]
 
     def targets(self, replica: ReplicaSpec) -> list[str]:
         return [
@@ -60,14 +114,15 @@ class Topology:
 
 
 def make_topology(port: int, ports: list[int]) -> Topology:
-    """Two deployments of two replicas on ``ports[0:4]``; the replays on ``ports[4:6]``."""
+    """Two deployments of two replicas on ``ports[0:4]``; the replays on ``ports[4:6]``; the trainer on
+    ``ports[6]`` when given."""
     kinds = {"d1": ("small", 10.0), "d2": ("large", 25.0)}
     replicas = tuple(
         ReplicaSpec(f"{dep}-r{i + 1}", dep, ports[2 * d + i], *kinds[dep])
         for d, dep in enumerate(("d1", "d2"))
         for i in range(2)
     )
-    return Topology(port, replicas, ports[4], ports[5])
+    return Topology(port, replicas, ports[4], ports[5], ports[6] if len(ports) > 6 else 0)
 
 
 def service_config(
@@ -105,6 +160,7 @@ def service_config(
                 "environments": [{"name": ENVIRONMENT, "promotions": [{"deployment": "d1", "at": now}]}],
             }
         ],
+        **({"loops": topo.loops_config()} if topo.trainer_port else {}),
     }
 
 

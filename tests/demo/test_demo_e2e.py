@@ -3,8 +3,9 @@
 While the demo runs, the test records the demo's child processes (from /proc), waits for the rolling
 promotion's PROMOTED event, and after the promotion reached 100 % (40 s later) queries the environment:
 every default metric and the request, replica, CPU, GPU (and async, when the route exists) metrics are
-non-null, and the SERIES has a value set starting at the PROMOTED event's instant. Then the demo must
-exit 0 on its own and leave none of its children running.
+non-null, and the SERIES has a value set starting at the PROMOTED event's instant. The trainer (Loops)
+endpoint answers with data for both nodes and their two GPU ranks, and requests with latencies. Then the
+demo must exit 0 on its own and leave none of its children running.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 
 from servemetrics.catalog import DEFAULT_METRICS
 from servemetrics.demo.load import has_async_route
+from tests.conftest import schema_validator
 from tests.processes import free_port, start
 
 pytestmark = pytest.mark.e2e
@@ -72,6 +74,27 @@ def _nulls(body: dict) -> list[str]:
     ]
 
 
+def _check_loops(client: httpx.Client, base: str, window: dict[str, int]) -> None:
+    """The demo trainer's metrics: requests, latencies, and every compute field of both nodes."""
+    listed = client.get(f"{base}/v1/loops/deployments").json()["deployments"]
+    assert [d["id"] for d in listed] == ["demo-trainer"]
+    resp = client.post(f"{base}/v1/loops/deployments/demo-trainer/metrics", json=window)
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    schema_validator("GetLoopsDeploymentMetricsResponseV1").validate(body)
+    m = body["metrics"]
+    assert any(p["value"] > 0 for p in m["inference_volume"])  # about 1 training step a second
+    assert any(p["status_2xx"] > 0 for p in m["inference_volume_by_status"])
+    assert any(p["p50"] is not None for p in m["response_time_stats"])
+    assert [n["node_id"] for n in m["per_node_metrics"]] == ["leader-0", "worker-1"]
+    for node in m["per_node_metrics"]:
+        for field in ("gpu_memory_usage_bytes", "gpu_utilization"):
+            assert list(node[field]) == ["0", "1"] and all(node[field].values()), (node["node_id"], field)
+        assert node["cpu_usage"] and node["cpu_memory_usage_bytes"], node["node_id"]
+        assert node["ephemeral_storage"]["usage_bytes"] and node["ephemeral_storage"]["utilization"]
+    assert m["cpu_usage"] == m["per_node_metrics"][0]["cpu_usage"]  # the leader's
+
+
 def test_demo_feeds_every_metric_promotes_and_exits_cleanly(tmp_path):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -117,6 +140,7 @@ def test_demo_feeds_every_metric_promotes_and_exits_cleanly(tmp_path):
         series = client.get(f"{env}/metrics", params={"mode": "SERIES", **window}).json()
         starts = [v["start_epoch_millis"] for v in series["metric_values"]]
         assert promo_ms in starts and starts[0] == started_ms
+        _check_loops(client, base, window)
 
         assert proc.wait(timeout=DURATION_S) == 0
     finally:
@@ -128,5 +152,5 @@ def test_demo_feeds_every_metric_promotes_and_exits_cleanly(tmp_path):
     assert KEY in out and f"{base}/docs" in out and "stopped every process" in out
     for title in ("CURRENT", "SUMMARY", "SERIES"):
         assert out.count(title) >= 2, out  # at start-up and at the end
-    assert len(seen) >= 7  # four replicas, two replays, the service
+    assert len(seen) >= 8  # four replicas, two replays, the trainer, the service
     assert [pid for pid in seen if _alive(pid)] == []
