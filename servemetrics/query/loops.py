@@ -186,10 +186,17 @@ def _volumes(q: _Query) -> tuple[list[Point], list[Point]]:
     return volume, by_status
 
 
+def _bound(le: str) -> float | None:
+    try:
+        return parse_le(le)
+    except ValueError:
+        return None  # ingest refuses such buckets; one stored earlier must not break a query
+
+
 def _latency(q: _Query) -> list[Point]:
     """``response_time_stats``: p50 / p95 / p99 in ms for every point, null without requests."""
     res = q.select(LATENCY + "_bucket", Reducer.INCREASE, ("le",))
-    buckets = sorted((parse_le(k[0]), cells) for k, cells in res.items())
+    buckets = sorted((b, cells) for k, cells in res.items() if (b := _bound(k[0])) is not None)
     out: list[Point] = []
     for i in range(q.n):
         present = [(b, c.total) for b, cells in buckets if (c := cells[i]) is not None]
