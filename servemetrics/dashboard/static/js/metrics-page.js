@@ -6,14 +6,16 @@
 
 import { createCustomize } from "./customize.js";
 import { createOverlay } from "./events.js";
+import { stepLabel } from "./format.js";
 import { createGraph } from "./graphs.js";
 import { writeHash } from "./hash.js";
 import { buildPanels, resolveLayout, toSaved } from "./panels.js";
 import { defaultCustom, windowOf } from "./range.js";
-import { nonNullCount, panelData } from "./series.js";
+import { mergeAnswers, nonNullCount, panelData } from "./series.js";
 import * as storage from "./storage.js";
 
 const REFRESH_MS = 30_000;
+const CHUNKS = 3;
 const $ = (id) => document.getElementById(id);
 
 export function createMetricsPage({ getClient, onError }) {
@@ -108,6 +110,10 @@ export function createMetricsPage({ getClient, onError }) {
   async function init(params) {
     setStatus("Loading…");
     const client = getClient();
+    // the model is usually known (address or last choice): ask for its scopes at the same time
+    const guess = params.model || prefs.model;
+    const scopes = guess ? fetchScopes(client, guess) : null;
+    scopes?.catch(() => {}); // a stale guess: selectModel asks again
     const [catalog, models] = await Promise.all([client.catalog(), client.models()]);
     s.catalog = catalog;
     s.panels = buildPanels(catalog);
@@ -125,18 +131,21 @@ export function createMetricsPage({ getClient, onError }) {
     }
     const ids = models.models.map((m) => m.id);
     const model = [params.model, prefs.model].find((id) => ids.includes(id)) || ids[0];
-    await selectModel(model, params.scope || prefs.scopes?.[model]);
+    await selectModel(model, params.scope || prefs.scopes?.[model], model === guess ? scopes : null);
   }
 
-  async function selectModel(model, wantedScope) {
+  function fetchScopes(client, model) {
+    return Promise.all([client.deployments(model), client.environments(model)]);
+  }
+
+  async function selectModel(model, wantedScope, prefetched = null) {
     s.model = model;
     el.model.value = model;
     storage.setPrefs({ model });
     s.fetched = new Set();
     s.answer = null;
     s.bounds = {};
-    const client = getClient();
-    const [deps, envs] = await Promise.all([client.deployments(model), client.environments(model)]);
+    const [deps, envs] = await (prefetched || fetchScopes(getClient(), model));
     const envGroup = document.createElement("optgroup");
     envGroup.label = "Environments";
     envGroup.append(...envs.environments.map((e) => new Option(`Environment: ${e.name}`, `environment:${e.name}`)));
@@ -219,7 +228,7 @@ export function createMetricsPage({ getClient, onError }) {
     const missingBounds = hist.filter((n) => !(n in s.bounds));
     try {
       const [answer, bounds, events] = await Promise.all([
-        names.length ? client.metrics(s.model, s.scope, win.start, win.end, names) : null,
+        names.length ? fetchSeries(client, win, names) : null,
         missingBounds.length ? client.histogramBounds(s.model, missingBounds) : { bounds: {} },
         fetchEvents(client, win),
       ]);
@@ -238,6 +247,14 @@ export function createMetricsPage({ getClient, onError }) {
       setStatus("");
       onError(err, showError);
     }
+  }
+
+  // The SERIES of `names` in CHUNKS parallel calls (the service answers them on several threads), merged
+  // into one answer: every call has the same window and scope, so the same value sets.
+  async function fetchSeries(client, win, names) {
+    const chunks = [...Array(Math.min(CHUNKS, names.length)).keys()].map((i) => names.filter((_, j) => j % CHUNKS === i));
+    const answers = await Promise.all(chunks.map((c) => client.metrics(s.model, s.scope, win.start, win.end, c)));
+    return mergeAnswers(answers);
   }
 
   function emptyAnswer(win) {
@@ -279,7 +296,7 @@ export function createMetricsPage({ getClient, onError }) {
     customize.update(s.layout, absentPanels());
     const from = new Date(a.start_epoch_millis).toLocaleString();
     const to = new Date(a.end_epoch_millis).toLocaleString();
-    el.info.textContent = `${from} – ${to}${step ? ` · one point per ${step} s` : ""}`;
+    el.info.textContent = `${from} – ${to}${step ? ` · one point per ${stepLabel(step)}` : ""}`;
     el.graphs.setAttribute("aria-busy", "false");
     if (!withData.length) {
       clearGraphs();
