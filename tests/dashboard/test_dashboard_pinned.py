@@ -160,7 +160,7 @@ def test_gpu_usage_page_groups_filters_and_resets(browser, service):
     )
     page.mouse.move(box["x"], box["y"])
     values = page.locator("#gpu-graph .u-legend .u-series .u-value").all_inner_texts()
-    assert values[1:] == ["4 GPUs", "1 GPUs"]
+    assert values[1:] == ["4 GPUs", "1 GPU"]
     screenshot(page, "gpu-usage.png")
     page.check("#gpu-type-L4")
     page.wait_for_function("window.smDashboard.gpu.inspect().groups.join() === 'L4'")

@@ -3,7 +3,7 @@
 // (Reset clears it) and a range up to 7 days. Reads GET /v1/organization/gpu_usage.
 
 import { formatTime, num } from "./format.js";
-import { PALETTE } from "./graphs.js";
+import { PALETTE, timeTick } from "./graphs.js";
 import { writeHash } from "./hash.js";
 import { PRESETS } from "./range.js";
 
@@ -88,10 +88,13 @@ export function createGpuPage({ getClient, onError }) {
           stroke: PALETTE[i % PALETTE.length],
           width: 1.5,
           spanGaps: false,
-          value: (u, v) => (v === null ? "—" : `${num(v)} GPUs`),
+          value: (u, v) => (v === null ? "—" : `${num(v)} ${v === 1 ? "GPU" : "GPUs"}`),
         })),
       ],
-      axes: [{}, { size: 60, values: (u, splits) => splits.map((v) => num(v)) }],
+      axes: [
+        { space: 70, values: (u, splits) => splits.map((v) => timeTick(v, a.end_epoch_millis - a.start_epoch_millis)) },
+        { size: 60, values: (u, splits) => splits.map((v) => num(v)) },
+      ],
       hooks: { draw: [() => (el.graph.dataset.renderState = "done")] },
     };
     s.chart = new uPlot(opts, [a.timestamps, ...groups.map((g) => g.values)], chart);
