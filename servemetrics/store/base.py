@@ -23,7 +23,8 @@ Semantics every backend must meet (DESIGN "Query semantics"; ``MemoryStore`` is 
   can tell "no such series" (omit the metric) from "no sample in the window" (null)).
 - A sample appended for a series and timestamp already stored is ignored (first write wins).
 - ``label_values(name, label, matchers)``: the sorted distinct values of one label over the stored series
-  named ``name`` that match every matcher; series without the label are skipped. No time range: every
+  named ``name`` that match every matcher; series without the label, or with an empty value (absent, as
+  Prometheus treats it), are skipped. No time range: every
   series the store holds counts (MemoryStore and DuckDBStore keep a series listed after retention dropped
   its samples; an engine that forgets such series may leave it out). Like Prometheus
   ``GET /api/v1/label/<label>/values?match[]=<name>{<matchers>}``.

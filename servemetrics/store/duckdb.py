@@ -444,7 +444,7 @@ class DuckDBStore:
         self._check_open()
         labels = self._labels
         found = {
-            labels[s][label] for s in self._matching(name, tuple(matchers)).tolist() if label in labels[s]
+            labels[s][label] for s in self._matching(name, tuple(matchers)).tolist() if labels[s].get(label)
         }
         return sorted(found)
 

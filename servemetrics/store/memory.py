@@ -126,7 +126,7 @@ class MemoryStore:
         out: set[str] = set()
         for labels in self._by_name.get(name, []):
             lab = dict(labels)
-            if label in lab and all(lab.get(k) == v for k, v in matchers):
+            if lab.get(label) and all(lab.get(k) == v for k, v in matchers):
                 out.add(lab[label])
         return sorted(out)
 

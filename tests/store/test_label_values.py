@@ -27,6 +27,7 @@ def test_values_of_one_label_sorted_distinct_and_matched(store: Store) -> None:
         store.append(batch(BUCKET, {**labels, "le": le}, [(T0, 1.0)]))
     store.append(batch("other_bucket", {**M1D1, "le": "7"}, [(T0, 1.0)]))  # another name
     store.append(batch(BUCKET, M1D1, [(T0, 1.0)]))  # no le label: skipped
+    store.append(batch(BUCKET, {**M1D1, "le": ""}, [(T0, 1.0)]))  # empty value = absent: skipped
     # string order (the caller parses the bounds)
     assert store.label_values(BUCKET, "le", (("model_id", "m1"),)) == ["+Inf", "0.5", "10"]
     assert store.label_values(BUCKET, "le", (("model_id", "m1"), ("deployment_id", "d1"))) == ["+Inf", "0.5"]
