@@ -1,6 +1,6 @@
 """The dashboard in headless Chromium against ONE run of `servemetrics demo` shared by the module.
 
-The demo (``--duration 100``) promotes ``production`` from d1 to d2 50 s after its load starts; the tests
+The demo (``--duration 120``) promotes ``production`` from d1 to d2 60 s after its load starts; the tests
 that need no promotion run before it, the last one waits for the PROMOTED event. Checked: every default
 graph the demo has data for renders with data; hiding and reordering survive a reload; switching scope
 changes the API calls; a Promoted marker is on every graph and its hover text names both deployments.
@@ -23,7 +23,7 @@ from tests.processes import free_port, start, stop, wait_http
 
 pytestmark = pytest.mark.e2e
 KEY = "demo-dashboard-key"
-DURATION_S = 100
+DURATION_S = 120
 MODEL = "demo-model"
 
 

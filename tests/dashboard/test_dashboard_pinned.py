@@ -220,3 +220,52 @@ def test_ranges_ending_now_refresh_every_30_s_custom_ranges_do_not(browser, serv
     page.clock.run_for(60_000)
     assert len(ends) == 9  # three calls for the custom range, none after
     page.context.close()
+
+
+FORMAT_CASES = """async () => {
+  const f = await import('/dashboard/js/format.js');
+  const ev = await import('/dashboard/js/events.js');
+  const u = (name, kind, unit_hint, step) => f.unitOf({name, kind, unit_hint}, step);
+  const sec = u('x_seconds', 'HISTOGRAM', 'SECONDS');
+  return {
+    values: [
+      f.formatValue(0.0853, sec), f.formatValue(1.25, sec), f.formatValue(null, sec),
+      f.formatValue(1536, u('b', 'GAUGE', 'BYTES')), f.formatValue(2048, u('m', 'GAUGE', 'MEBIBYTES')),
+      f.formatValue(0.123, u('baseten_gpu_utilization', 'GAUGE', 'RATIO')),
+      f.formatValue(0.5, u('baseten_container_cpu_usage_seconds_total', 'COUNTER', 'RATIO')),
+      f.formatValue(45.5, u('baseten_gpu_temperature_celsius', 'GAUGE', 'COUNT')),
+      f.formatValue(12.5, u('baseten_x_requests', 'COUNTER', 'PER_SECOND')),
+      f.formatValue(1234567, u('baseten_inference_requests_total', 'COUNTER', 'COUNT', 300)),
+    ],
+    labels: [
+      u('baseten_inference_requests_total', 'COUNTER', 'COUNT', 300).label,
+      u('baseten_container_restarts_total', 'COUNTER', 'COUNT', 1800).label,
+      u('baseten_replicas_active', 'GAUGE', 'COUNT', 30).label,
+      f.labelSetName({quantile: '0.95'}), f.labelSetName({status: '5xx'}), f.labelSetName({stat: 'avg'}),
+    ],
+    details: ev.detailLines({old: {min_replica: 1, max_replica: 6}, new: {min_replica: 2, max_replica: 6}}),
+    status: ev.detailLines({old_status: 'ACTIVE', new_status: 'INACTIVE'}),
+  };
+}"""
+
+
+def test_units_labels_and_event_details_as_shown(browser, service):
+    page = open_page(browser, service)
+    wait_drawn(page)
+    got = page.evaluate(FORMAT_CASES)
+    assert got["values"] == [
+        "85.3 ms",  # 0.0853 s * 1000
+        "1.25 s",
+        "—",  # null
+        "1.5 KiB",  # 1536 / 1024
+        "2 GiB",  # 2048 MiB / 1024
+        "12.3 %",  # ratio 0.123 * 100
+        "0.5 cores",  # CPU-seconds per second
+        "45.5 °C",
+        "12.5 req/s",
+        "1.23 M",  # 1,234,567 / 1e6, 3 significant digits
+    ]
+    assert got["labels"] == ["requests per 5 min", "restarts per 30 min", "replicas", "p95", "5xx", "avg"]
+    assert got["details"] == ["min replica: 1 → 2"]  # max_replica unchanged: not listed
+    assert got["status"] == ["status: ACTIVE → INACTIVE"]
+    page.context.close()
