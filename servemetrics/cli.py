@@ -1,4 +1,4 @@
-"""The ``servemetrics`` command: ``serve``, ``import``, ``demo``, ``version``.
+"""The ``servemetrics`` command: ``serve``, ``import``, ``demo``, ``version``, ``rules``.
 
 Wiring happens here and in ``api/app.py`` only: the config file is read here and passed down.
 """
@@ -156,6 +156,23 @@ def demo(
 def version() -> None:
     """Print the version."""
     typer.echo(f"servemetrics {__version__}")
+
+
+@app.command()
+def rules(config: ConfigOpt) -> None:
+    """Print the Prometheus recording rules (YAML) that turn exporter series into canonical series.
+
+    For an engine whose own agent scrapes (docs/recording-rules.md); the groups are evaluated every
+    ``scrape_interval`` of the config. A bad config is one error line and exit code 2.
+    """
+    from servemetrics.ingest.recording_rules import NotCompilableError, render
+
+    cfg = _load(config)
+    try:
+        text = render(cfg.scrape_interval)
+    except NotCompilableError as exc:
+        _fail(f"the adapter table cannot be compiled to recording rules: {exc}", code=1)
+    typer.echo(text, nl=False)
 
 
 def main() -> None:

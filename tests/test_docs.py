@@ -24,7 +24,7 @@ def test_every_metric_is_in_the_catalog_page():
 def test_every_cli_command_is_in_the_readme():
     readme = (REPO_ROOT / "README.md").read_text()
     names = [c.name or c.callback.__name__ for c in app.registered_commands]
-    assert names == ["serve", "import", "demo", "version"]
+    assert names == ["serve", "import", "demo", "version", "rules"]
     assert [n for n in names if f"servemetrics {n}" not in readme] == []
 
 

@@ -22,6 +22,12 @@ _REQS = "baseten_inference_requests_total"
 _E2E = "baseten_end_to_end_response_time_seconds"
 _INFLIGHT = "baseten_concurrent_requests"
 _ACTIVE = "baseten_replicas_active"
+OC_LATENCY_BUCKETS_MS: tuple[float, ...] = (
+    *(5, 10, 20, 40, 60, 80, 100, 150, 200, 250, 300, 350, 400, 450, 500),
+    *(600, 700, 800, 900, 1000, 2000, 5000, 10000, 20000, 50000, 100000),
+)
+"""The queue-proxy's ``revision_app_request_latencies`` bounds in ms (``exporters.md`` §3.1), a fixed list
+in every OpenCensus-era release; the recording rules rescale exactly these (docs/recording-rules.md)."""
 
 
 def _otel_generation(name: str) -> tuple[Rule, ...]:
@@ -34,7 +40,14 @@ def _otel_generation(name: str) -> tuple[Rule, ...]:
 RULES: tuple[Rule, ...] = (
     Rule("revision_app_request_count", _REQS, _SRC, _OC_STATUS),
     Rule("revision_app_request_count_total", _REQS, _SRC, _OC_STATUS),
-    *histogram("revision_app_request_latencies", _E2E, _SRC, _OC_STATUS, divisor=1000.0),
+    *histogram(
+        "revision_app_request_latencies",
+        _E2E,
+        _SRC,
+        _OC_STATUS,
+        divisor=1000.0,
+        le_bounds=OC_LATENCY_BUCKETS_MS,
+    ),
     Rule("revision_queue_depth", _INFLIGHT, _SRC),
     Rule("autoscaler_actual_pods", _ACTIVE, _SRC, {"revision_name": "revision"}),
     *_otel_generation("kn_queueproxy_app_duration_seconds"),

@@ -45,6 +45,9 @@ class Rule:
         where: matchers that must all hold, else the rule does not apply.
         divisor: value transform ``value / divisor`` (100: percent -> ratio, 1000: ms -> s).
         le_divisor: the same for the ``le`` bucket bound (ms buckets -> s buckets).
+        le_bounds: the source's known bucket bounds (before rescaling), needed only to compile an
+            ``le_divisor`` to a PromQL recording rule (``ingest.recording_rules``: PromQL cannot
+            divide a label, so each known bound gets its own rewrite); ingest here rescales any bound.
         priority: when two rules produce the same series at the same time, the higher wins
             (equal: the first sample seen wins).
     """
@@ -57,6 +60,7 @@ class Rule:
     divisor: float = 1.0
     le_divisor: float = 1.0
     priority: int = 0
+    le_bounds: tuple[float, ...] = ()
 
     def applies(self, labels: dict[str, str]) -> bool:
         """True when every ``where`` matcher holds for ``labels``."""
@@ -84,9 +88,10 @@ def histogram(
     divisor: float = 1.0,
     where: tuple[LabelMatch, ...] = (),
     priority: int = 0,
+    le_bounds: tuple[float, ...] = (),
 ) -> tuple[Rule, ...]:
-    """The three rules of a histogram: ``_bucket`` (le rescaled by ``divisor``), ``_sum`` (value
-    divided by ``divisor``) and ``_count``."""
+    """The three rules of a histogram: ``_bucket`` (le rescaled by ``divisor``; ``le_bounds``: the
+    source's known bounds, see ``Rule``), ``_sum`` (value divided by ``divisor``) and ``_count``."""
     with_le = {**labels, "le": "le"}
     return (
         Rule(
@@ -97,6 +102,7 @@ def histogram(
             where,
             le_divisor=divisor,
             priority=priority,
+            le_bounds=le_bounds,
         ),
         Rule(f"{match}_sum", f"{target}_sum", source, labels, where, divisor=divisor, priority=priority),
         Rule(f"{match}_count", f"{target}_count", source, labels, where, priority=priority),

@@ -1,0 +1,346 @@
+"""The recording rules agree with ``adapt`` on the real exporter fixtures, evaluated by a real Prometheus.
+
+Debian's Prometheus scrapes every fixture (served from a local HTTP server, one target each, with the
+registry labels an HTTP SD target carries and the ``metric_relabel_configs`` the rule file asks for;
+``honor_timestamps: false`` as the fixtures carry old timestamps) and evaluates ``servemetrics rules``
+every second. Every canonical series it records must be the series ``adapt`` makes of the same text
+(name and labels), with the same value to 1e-9 relative, and nothing more; ``adapt``'s only other
+series are the engine series kept under their own names (``DIFFERENCES["engine_passthrough"]``). One
+extra target pins ``DIFFERENCES["collapse"]``: two source series that become one canonical series.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from servemetrics.ingest.adapters import adapt
+from servemetrics.ingest.adapters.knative import OC_LATENCY_BUCKETS_MS
+from servemetrics.ingest.exposition import OPENMETRICS_CONTENT_TYPE, is_openmetrics, parse_exposition
+from servemetrics.ingest.recording_rules import compile_groups, exposed_relabel_config, render
+from servemetrics.ingest.samples import Sample
+from servemetrics.store.promql import Flavor
+from tests.conftest import REPO_ROOT
+from tests.engines.engines import Engine, require
+
+SHARED = REPO_ROOT.parent / "shared" / "fixtures" / "exposition"
+FIXTURES = (
+    "dcgm_exporter_k8s_pod_sample.prom",
+    "dcgm_exporter_gpu_operator_t4_excerpt.prom",
+    "cadvisor_testdata_sample.prom",
+    "kubelet_cadvisor_cgroup_systemd_issue_excerpt.prom",
+    "kubelet_cadvisor_k3s_containerd_excerpt.prom",
+    "kubelet_cadvisor_k8s_pr109398_excerpt.prom",
+    "kubelet_cadvisor_rke2_excerpt.prom",
+    "kubelet_metrics_resource_test_expectations.prom",
+    "kube_state_metrics_test_expectations.prom",
+    "knative_autoscaler_issue_excerpt.prom",
+    "vllm_v0_aibrix_runtime_docs_sample.prom",
+    "vllm_v1_0.10_engine_label_issue_excerpt.prom",
+    "vllm_v1_docs_design_sample.prom",
+    "vllm_v1_dp_engine1_issue_excerpt.prom",
+    "sglang_docs_production_metrics_sample.prom",
+    "sglang_dp_ranks_issue_excerpt.prom",
+    "sglang_engine_type_label_pr_excerpt.prom",
+)
+
+# Knative queue-proxy as its Go exporters write it (no real capture in the shared fixtures):
+# OpenCensus era, ms buckets with integer spellings; OpenTelemetry era, seconds buckets ("1", "5", "10").
+_OC_TAGS = 'namespace_name="ns",revision_name="r-00001",pod_name="r-00001-pod"'
+OC_OBSERVED_MS = (3, 7, 8, 45, 90, 250, 999, 1500, 30000, 200000)
+KNATIVE_OC_GO = "\n".join(
+    [
+        "# TYPE revision_app_request_count counter",
+        f'revision_app_request_count{{{_OC_TAGS},response_code="200",response_code_class="2xx"}} 10',
+        f'revision_app_request_count{{{_OC_TAGS},response_code="503",response_code_class="5xx"}} 2',
+        "# TYPE revision_app_request_latencies histogram",
+        *(
+            f'revision_app_request_latencies_bucket{{{_OC_TAGS},response_code="200",le="{b:g}"}} '
+            f"{sum(ms <= b for ms in OC_OBSERVED_MS)}"
+            for b in OC_LATENCY_BUCKETS_MS
+        ),
+        f'revision_app_request_latencies_bucket{{{_OC_TAGS},response_code="200",le="+Inf"}} 10',
+        f'revision_app_request_latencies_sum{{{_OC_TAGS},response_code="200"}} {sum(OC_OBSERVED_MS)}',
+        f'revision_app_request_latencies_count{{{_OC_TAGS},response_code="200"}} 10',
+        "# TYPE revision_queue_depth gauge",
+        f"revision_queue_depth{{{_OC_TAGS}}} 3",
+        "# TYPE autoscaler_actual_pods gauge",
+        'autoscaler_actual_pods{namespace_name="ns",revision_name="r-00001"} 2',
+        "",
+    ]
+)
+_OTEL = 'http_response_status_code="200",otel_scope_name="knative.dev/serving/pkg/queue"'
+KNATIVE_OTEL_GO = "\n".join(
+    [
+        "# TYPE kn_serving_invocation_duration_seconds histogram",
+        *(
+            f'kn_serving_invocation_duration_seconds_bucket{{{_OTEL},le="{le}"}} {n}'
+            for le, n in (("0.005", 1), ("0.1", 4), ("1", 7), ("5", 8), ("10", 9), ("+Inf", 9))
+        ),
+        f"kn_serving_invocation_duration_seconds_sum{{{_OTEL}}} 7.25",
+        f"kn_serving_invocation_duration_seconds_count{{{_OTEL}}} 9",
+        "# TYPE kn_serving_queue_depth gauge",
+        'kn_serving_queue_depth{otel_scope_name="knative.dev/serving/pkg/queue"} 1',
+        "# TYPE kn_revision_pods_count gauge",
+        'kn_revision_pods_count{k8s_namespace_name="ns",kn_revision_name="r-00002"} 4',
+        "",
+    ]
+)
+# A gateway-compatible replica exposing canonical names (percent GPU utilisation, a Python histogram).
+PASSTHROUGH = "\n".join(
+    [
+        "# TYPE baseten_gpu_utilization gauge",
+        'baseten_gpu_utilization{gpu="0"} 37.5',
+        "# TYPE baseten_time_to_first_byte_seconds histogram",
+        'baseten_time_to_first_byte_seconds_bucket{le="0.5"} 2.0',
+        'baseten_time_to_first_byte_seconds_bucket{le="1.0"} 3.0',
+        'baseten_time_to_first_byte_seconds_bucket{le="+Inf"} 4.0',
+        "baseten_time_to_first_byte_seconds_sum 3.5",
+        "baseten_time_to_first_byte_seconds_count 4.0",
+        "# TYPE vllm:gpu_cache_usage_perc gauge",
+        'vllm:gpu_cache_usage_perc{model_name="m"} 0.25',
+        "",
+    ]
+)
+# DIFFERENCES["collapse"]: two rows of one container (a restart: old and new cgroup) -> one series.
+COLLAPSE = "\n".join(
+    [
+        "# TYPE container_memory_working_set_bytes gauge",
+        'container_memory_working_set_bytes{container="app",id="/kubepods/p/a",namespace="ns",pod="p"} 5',
+        'container_memory_working_set_bytes{container="app",id="/kubepods/p/b",namespace="ns",pod="p"} 7',
+        "",
+    ]
+)
+
+
+def _python_exposition() -> dict[str, str]:
+    """Knative's OpenCensus era as prometheus_client writes it ("5.0") and the process collector."""
+    reg = CollectorRegistry()
+    labels = ["response_code", "response_code_class"]
+    requests = Counter("revision_app_request_count", "", labels, registry=reg)
+    latency = Histogram(
+        "revision_app_request_latencies", "", labels, buckets=OC_LATENCY_BUCKETS_MS, registry=reg
+    )
+    for ms, code in ((3.0, "200"), (42.0, "200"), (1500.0, "200"), (90.0, "500")):
+        requests.labels(code, code[0] + "xx").inc()
+        latency.labels(code, code[0] + "xx").observe(ms)
+    process = CollectorRegistry()
+    ProcessCollector(registry=process)
+    return {"knative_oc_python": generate_latest(reg).decode(), "process": generate_latest(process).decode()}
+
+
+@dataclass(frozen=True)
+class Body:
+    text: str
+    content_type: str
+
+
+def _bodies() -> dict[str, Body]:
+    out = {}
+    for name in FIXTURES:
+        text = (SHARED / name).read_text()
+        kind = OPENMETRICS_CONTENT_TYPE if is_openmetrics(text, None) else CONTENT_TYPE_LATEST
+        out[name.removesuffix(".prom").replace(".", "_")] = Body(text, kind)
+    node = (REPO_ROOT / "tests" / "fixtures" / "node_exporter_filesystem.prom").read_text()
+    hand = {"knative_oc_go": KNATIVE_OC_GO, "knative_otel_go": KNATIVE_OTEL_GO, "passthrough": PASSTHROUGH}
+    for name, text in {**_python_exposition(), **hand, "node_exporter": node, "collapse": COLLAPSE}.items():
+        out[name] = Body(text, CONTENT_TYPE_LATEST)
+    return out
+
+
+def _labels(key: str) -> dict[str, str]:
+    return {
+        "model_id": "m1",
+        "model_name": "llama",
+        "deployment_id": "d1",
+        "replica": key,
+        "environment": "production",
+        "rollout_phase": "stable",
+    }
+
+
+@pytest.fixture(scope="module")
+def bodies() -> dict[str, Body]:
+    return _bodies()
+
+
+@pytest.fixture(scope="module")
+def exporter(bodies: dict[str, Body]) -> Iterator[str]:
+    """A local HTTP server answering ``/<key>`` with that body."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            body = bodies.get(self.path.lstrip("/"))
+            if body is None:
+                self.send_error(404)
+                return
+            data = body.text.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", body.content_type)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@dataclass
+class RulesPrometheus(Engine):
+    """Prometheus with our rule file and one static scrape target per fixture."""
+
+    config: str = ""
+
+    def args(self) -> list[str]:
+        args = super().args()
+        (self.root / "prometheus.yml").write_text(self.config)
+        return args
+
+
+@pytest.fixture(scope="module")
+def prometheus(
+    tmp_path_factory: pytest.TempPathFactory, exporter: str, bodies: dict[str, Body]
+) -> Iterator[str]:
+    require(Flavor.PROMETHEUS)
+    root: Path = tmp_path_factory.mktemp("rules-prometheus")
+    (root / "rules.yml").write_text(render(1.0))
+    targets = [
+        {"targets": [exporter], "labels": {"__metrics_path__": f"/{key}", **_labels(key)}} for key in bodies
+    ]
+    scrape = {
+        "job_name": "fixtures",
+        "honor_timestamps": False,
+        "static_configs": targets,
+        "metric_relabel_configs": [exposed_relabel_config()],
+    }
+    config = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "rule_files": [str(root / "rules.yml")],
+        "scrape_configs": [scrape],
+    }
+    engine = RulesPrometheus(Flavor.PROMETHEUS, root, config=yaml.safe_dump(config))
+    engine.start()
+    try:
+        yield engine.url
+    finally:
+        engine.stop()
+
+
+def _query(url: str, expr: str) -> list[dict[str, object]]:
+    body = httpx.get(url + "/api/v1/query", params={"query": expr}).json()
+    assert body["status"] == "success", body
+    return list(body["data"]["result"])
+
+
+Key = tuple[str, tuple[tuple[str, str], ...]]
+
+
+def _python_side(bodies: dict[str, Body]) -> dict[Key, float]:
+    out: dict[Key, float] = {}
+    for key, body in bodies.items():
+        parsed = parse_exposition(body.text.encode(), body.content_type, 1_000).samples
+        same_time = [Sample(s.name, s.labels, s.value, 1_000) for s in parsed]  # honor_timestamps: false
+        for s in adapt(same_time, _labels(key)):
+            assert s.key not in out, s
+            out[s.key] = s.value
+    return out
+
+
+def _engine_side(url: str) -> dict[Key, float]:
+    out: dict[Key, float] = {}
+    for series in _query(url, '{__name__=~".+", job=""}'):  # recorded series have no job label
+        metric = dict(series["metric"])  # type: ignore[call-overload]
+        name = metric.pop("__name__")
+        out[(name, tuple(sorted(metric.items())))] = float(series["value"][1])  # type: ignore[index]
+    return out
+
+
+def _wait_for_scrapes(url: str, targets: int, deadline_s: float = 40.0) -> None:
+    """Until every target was scraped successfully and two rule evaluations ran after that."""
+    stop = time.monotonic() + deadline_s
+    while time.monotonic() < stop:
+        up = _query(url, 'up{job="fixtures"} == 1')
+        if len(up) == targets:
+            time.sleep(2.5)
+            return
+        time.sleep(0.3)
+    down = [s["metric"] for s in _query(url, 'up{job="fixtures"} == 0')]
+    raise AssertionError(f"{len(up)} of {targets} fixture targets up; down: {down}")
+
+
+def test_recorded_series_equal_adapt_on_the_fixtures(prometheus: str, bodies: dict[str, Body]) -> None:
+    _wait_for_scrapes(prometheus, len(bodies))
+    engine = _engine_side(prometheus)
+    python = _python_side(bodies)
+    recorded = {r.record for g in compile_groups() for r in g.rules}
+    not_recorded = {k for k in python if k[0] not in recorded}
+    assert {k[0].split(":")[0] for k in not_recorded} == {"vllm", "sglang"}  # engine_passthrough only
+    expected = {k: v for k, v in python.items() if k not in not_recorded}
+
+    collapsed = ("baseten_container_cpu_memory_working_set_bytes", "collapse")
+    [key] = [k for k in expected if k[0] == collapsed[0] and ("replica", collapsed[1]) in k[1]]
+    assert (expected.pop(key), engine.pop(key)) == (5.0, 7.0)  # adapt: the first; rules: the largest
+
+    assert sorted(set(engine) - set(expected)) == []
+    assert sorted(set(expected) - set(engine)) == []
+    wrong = {k: (v, engine[k]) for k, v in expected.items() if not math.isclose(v, engine[k], rel_tol=1e-9)}
+    assert wrong == {}
+    names = {k[0] for k in expected}
+    assert (
+        len(expected) > 100
+        and {  # every adapter with an input here produced something
+            "baseten_gpu_utilization",
+            "baseten_container_cpu_usage_seconds_total",
+            "baseten_container_restarts_total",
+            "baseten_pod_readiness",
+            "baseten_end_to_end_response_time_seconds_bucket",
+            "baseten_inference_requests_total",
+            "baseten_concurrent_requests",
+            "baseten_replicas_active",
+            "baseten_ephemeral_storage_capacity_bytes",
+            "baseten_time_to_first_byte_seconds_bucket",
+            "vllm:kv_cache_usage_perc",
+        }
+        <= names
+    )
+
+
+def test_rescaled_and_normalised_buckets(prometheus: str) -> None:
+    """By hand: the Go-written OpenCensus ms bounds become seconds as ``adapt`` writes them, the
+    OpenTelemetry integer bounds get ``.0``, percent becomes a ratio, the PROF field beats DEV."""
+    _wait_for_scrapes(prometheus, len(_bodies()))
+
+    def les(replica: str) -> dict[str, float]:
+        expr = f'baseten_end_to_end_response_time_seconds_bucket{{replica="{replica}",status_code="200"}}'
+        return {s["metric"]["le"]: float(s["value"][1]) for s in _query(prometheus, expr)}  # type: ignore[index]
+
+    oc = les("knative_oc_go")
+    assert len(oc) == 27  # 26 bounds and +Inf
+    assert (oc["0.005"], oc["0.01"], oc["0.1"], oc["1.0"], oc["100.0"], oc["+Inf"]) == (1, 3, 5, 7, 9, 10)
+    assert les("knative_otel_go") == {"0.005": 1, "0.1": 4, "1.0": 7, "5.0": 8, "10.0": 9, "+Inf": 9}
+    [total] = _query(prometheus, 'baseten_end_to_end_response_time_seconds_sum{replica="knative_oc_go"}')
+    assert float(total["value"][1]) == 232.902  # 232,902 ms  # type: ignore[index]
+    [gpu] = _query(prometheus, 'baseten_gpu_utilization{replica="passthrough"}')
+    assert float(gpu["value"][1]) == 0.375  # type: ignore[index]
+    [dcgm] = _query(prometheus, 'baseten_gpu_utilization{source="dcgm"}')  # PROF 0.004656, DEV 0 %
+    assert (dcgm["metric"]["gpu"], float(dcgm["value"][1])) == ("0", 0.004656)  # type: ignore[index]
