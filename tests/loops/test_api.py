@@ -135,6 +135,32 @@ def test_bad_values_are_400_saying_what_to_fix(client, body, message):
     assert message in resp.json()["error"]
 
 
+def test_the_body_is_json_whatever_its_content_type(client):
+    # the spec's curl example sends the body with --data: application/x-www-form-urlencoded
+    form = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/x-www-form-urlencoded"}
+    resp = client.post(
+        URL,
+        content=b'{"step_seconds": 30, "start_epoch_millis": %d, "end_epoch_millis": %d}' % (T0, at(120)),
+        headers=form,
+    )
+    assert resp.status_code == 200, resp.text
+    assert len(resp.json()["metrics"]["response_time_stats"]) == 4
+    for body, message in (
+        (b"null", None),
+        (b"", None),
+        (b"[]", "must be a JSON object"),
+        (b"{x", "not valid JSON"),
+    ):
+        resp = client.post(URL, content=body, headers=form)
+        assert resp.status_code == (200 if message is None else 400), body
+        if message:
+            assert message in resp.json()["error"]
+
+
+def test_unknown_trainer_is_404_before_the_body_is_read(client):
+    assert post(client, url=URL.replace("t1", "nope"), body={"step_seconds": 0}).status_code == 404
+
+
 def test_unknown_or_other_organizations_trainer_is_404(client):
     for url in (URL.replace("t1", "nope"), URL.replace("t1", "tx")):
         resp = post(client, url=url, body=WINDOW)
@@ -182,7 +208,14 @@ def test_the_sampler_model_links_back_to_its_trainers(client):
     assert client.get("/v1/loops/deployments/t1", headers=headers).json()["sampler"]["model_id"] == "m1"
 
 
-def test_openapi_documents_the_per_rank_shape(client):
+def test_openapi_documents_the_per_rank_shape_and_the_body(client):
     doc = client.get("/openapi.json").json()
     op = doc["paths"]["/v1/loops/deployments/{deployment_id}/metrics"]["post"]
     assert 'Keyed by GPU rank as a string ("0", "1"' in op["description"]
+    body = op["requestBody"]["content"]["application/json"]["schema"]
+    assert set(body["properties"]) == {
+        "start_epoch_millis",
+        "end_epoch_millis",
+        "step_seconds",
+        "time_divisor_seconds",
+    }

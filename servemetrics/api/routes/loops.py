@@ -9,10 +9,13 @@ Auth as the model metrics endpoints: a key of the organization that may read met
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, Depends, Path, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
 
 from servemetrics.api.deps import Auth, ReadModel, RegistryDep
 from servemetrics.api.errors import bad_request, forbidden, not_found
@@ -48,6 +51,14 @@ def resolve_trainer(registry: Registry, key: KeyInfo, deployment_id: str) -> Tra
         raise not_found(f"no trainer deployment {deployment_id!r}; {_LIST}")
     _readable(key)
     return trainer
+
+
+def readable_trainer(
+    registry: RegistryDep, key: Auth, deployment_id: Annotated[str, Path()]
+) -> TrainerDeploymentInfo:
+    """The path's trainer deployment (``resolve_trainer``), resolved before the body is read: an unknown
+    trainer is a 404 whatever the body."""
+    return resolve_trainer(registry, key, deployment_id)
 
 
 def _node_v1(node: TrainerNode) -> dict[str, Any]:
@@ -103,6 +114,35 @@ def trainers_of_model(registry: RegistryDep, model: ReadModel) -> dict[str, Any]
     }
 
 
+async def loops_body(request: Request) -> LoopsMetricsRequest:
+    """The request body read as JSON whatever its Content-Type: the spec's own curl example sends it with
+    ``--data`` (``application/x-www-form-urlencoded``). Empty or ``null``: every default. 400 otherwise
+    (not JSON, not an object, a bad field)."""
+    raw = await request.body()
+    try:
+        data = json.loads(raw) if raw.strip() else None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise bad_request(
+            f'the request body is not valid JSON ({exc}); send e.g. {{"step_seconds": 60}}'
+        ) from None
+    if data is None:
+        return LoopsMetricsRequest()
+    if not isinstance(data, dict):
+        raise bad_request('the request body must be a JSON object, e.g. {"time_divisor_seconds": 60}')
+    try:
+        return LoopsMetricsRequest.model_validate(data)
+    except ValidationError as exc:
+        raise RequestValidationError(exc.errors()) from None
+
+
+_BODY_DOC = {
+    "requestBody": {
+        "required": False,
+        "content": {"application/json": {"schema": LoopsMetricsRequest.model_json_schema()}},
+    }
+}
+
+
 def loops_nodes(trainer: TrainerDeploymentInfo) -> tuple[LoopsNode, ...]:
     """The query's view of a trainer's nodes (leader first)."""
     return tuple(
@@ -124,17 +164,14 @@ def loops_nodes(trainer: TrainerDeploymentInfo) -> tuple[LoopsNode, ...]:
     description="Per-node GPU / CPU / memory / ephemeral storage of a trainer deployment and the request "
     "rate, concurrency, latency percentiles and by-status volume of HTTP traffic into its pods. "
     f"`gpu_memory_usage_bytes` and `gpu_utilization` (top level and per node): {PER_RANK}",
+    openapi_extra=_BODY_DOC,
 )
 def trainer_metrics(
     request: Request,
-    registry: RegistryDep,
-    key: Auth,
-    deployment_id: str,
-    body: Annotated[LoopsMetricsRequest | None, Body()] = None,
+    trainer: Annotated[TrainerDeploymentInfo, Depends(readable_trainer)],
+    b: Annotated[LoopsMetricsRequest, Depends(loops_body)],
 ) -> dict[str, Any]:
     """``GetLoopsDeploymentMetricsResponseV1`` for the window (default: the last hour)."""
-    trainer = resolve_trainer(registry, key, deployment_id)
-    b = body or LoopsMetricsRequest()
     service = request.app.state.service
     try:
         plan = build_loops_plan(
