@@ -1,17 +1,21 @@
-"""The recording rules agree with ``adapt`` on the real exporter fixtures, evaluated by a real Prometheus.
+"""The recording rules agree with ``adapt`` on the real exporter fixtures, evaluated by real engines.
 
-Debian's Prometheus scrapes every fixture (served from a local HTTP server, one target each, with the
-registry labels an HTTP SD target carries and the ``metric_relabel_configs`` the rule file asks for;
-``honor_timestamps: false`` as the fixtures carry old timestamps) and evaluates ``servemetrics rules``
-every second. Every canonical series it records must be the series ``adapt`` makes of the same text
-(name and labels), with the same value to 1e-9 relative, and nothing more; ``adapt``'s only other
-series are the engine series kept under their own names (``DIFFERENCES["engine_passthrough"]``). One
-extra target pins ``DIFFERENCES["collapse"]``: two source series that become one canonical series.
+Debian's Prometheus (rules in ``rule_files``) and VictoriaMetrics (scraping with ``-promscrape.config``,
+rules evaluated by vmalert) scrape every fixture, served from a local HTTP server as one target each with
+the registry labels an HTTP SD target carries and the ``metric_relabel_configs`` the rule file asks for
+(``honor_timestamps: false``: the fixtures carry old timestamps); the rules run every second. Every
+canonical series the engine records must be a series ``adapt`` makes of the same text (name and labels),
+with the same value to 1e-9 relative, and nothing more; ``adapt``'s only other series are the engine
+series kept under their own names (``DIFFERENCES["engine_passthrough"]``). One extra target pins
+``DIFFERENCES["collapse"]``: two source series that become one canonical series.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -33,6 +37,7 @@ from servemetrics.ingest.samples import Sample
 from servemetrics.store.promql import Flavor
 from tests.conftest import REPO_ROOT
 from tests.engines.engines import Engine, require
+from tests.processes import free_port
 
 SHARED = REPO_ROOT.parent / "shared" / "fixtures" / "exposition"
 FIXTURES = (
@@ -206,43 +211,81 @@ def exporter(bodies: dict[str, Body]) -> Iterator[str]:
 
 
 @dataclass
-class RulesPrometheus(Engine):
-    """Prometheus with our rule file and one static scrape target per fixture."""
+class RulesEngine(Engine):
+    """Prometheus with our rule file, or VictoriaMetrics scraping by itself (``-promscrape.config``);
+    one static scrape target per fixture."""
 
     config: str = ""
 
     def args(self) -> list[str]:
         args = super().args()
         (self.root / "prometheus.yml").write_text(self.config)
+        if self.flavor is Flavor.VICTORIAMETRICS:
+            args.append(f"-promscrape.config={self.root / 'prometheus.yml'}")
         return args
 
 
-@pytest.fixture(scope="module")
-def prometheus(
-    tmp_path_factory: pytest.TempPathFactory, exporter: str, bodies: dict[str, Body]
-) -> Iterator[str]:
-    require(Flavor.PROMETHEUS)
-    root: Path = tmp_path_factory.mktemp("rules-prometheus")
-    (root / "rules.yml").write_text(render(1.0))
-    targets = [
-        {"targets": [exporter], "labels": {"__metrics_path__": f"/{key}", **_labels(key)}} for key in bodies
-    ]
+def _config(root: Path, exporter: str, keys: list[str], flavor: Flavor) -> str:
+    targets = [{"targets": [exporter], "labels": {"__metrics_path__": f"/{k}", **_labels(k)}} for k in keys]
     scrape = {
         "job_name": "fixtures",
         "honor_timestamps": False,
         "static_configs": targets,
         "metric_relabel_configs": [exposed_relabel_config()],
     }
+    if flavor is Flavor.VICTORIAMETRICS:  # vmalert evaluates the rules
+        return yaml.safe_dump({"global": {"scrape_interval": "1s"}, "scrape_configs": [scrape]})
     config = {
         "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
         "rule_files": [str(root / "rules.yml")],
         "scrape_configs": [scrape],
     }
-    engine = RulesPrometheus(Flavor.PROMETHEUS, root, config=yaml.safe_dump(config))
-    engine.start()
+    return yaml.safe_dump(config)
+
+
+def _vmalert(root: Path, engine: Engine) -> subprocess.Popen[bytes]:
+    """vmalert evaluating the rule file every second against VictoriaMetrics and writing the results back."""
+    if not shutil.which("vmalert"):
+        message = "vmalert is not installed (Debian's victoria-metrics package ships it)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    args = [
+        "vmalert",
+        f"-rule={root / 'rules.yml'}",
+        f"-datasource.url={engine.url}",
+        f"-remoteWrite.url={engine.url}",
+        "-evaluationInterval=1s",
+        "-remoteWrite.flushInterval=200ms",
+        f"-httpListenAddr=127.0.0.1:{free_port()}",
+    ]
+    with open(root / "vmalert.log", "ab") as log:
+        return subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT)
+
+
+@pytest.fixture(scope="module", params=[Flavor.PROMETHEUS, Flavor.VICTORIAMETRICS], ids=str)
+def engine(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    exporter: str,
+    bodies: dict[str, Body],
+) -> Iterator[str]:
+    """The engine's URL once it scrapes every fixture and evaluates ``servemetrics rules`` every second."""
+    flavor: Flavor = request.param
+    require(flavor)
+    root: Path = tmp_path_factory.mktemp(f"rules-{flavor.value}")
+    (root / "rules.yml").write_text(render(1.0))
+    engine = RulesEngine(flavor, root, config=_config(root, exporter, list(bodies), flavor))
+    vmalert = None
     try:
+        engine.start()
+        vmalert = _vmalert(root, engine) if flavor is Flavor.VICTORIAMETRICS else None
+        _wait_for_scrapes(engine.url, len(bodies))
         yield engine.url
     finally:
+        if vmalert is not None:
+            vmalert.terminate()
+            vmalert.wait(timeout=30)
         engine.stop()
 
 
@@ -276,21 +319,28 @@ def _engine_side(url: str) -> dict[Key, float]:
 
 
 def _wait_for_scrapes(url: str, targets: int, deadline_s: float = 40.0) -> None:
-    """Until every target was scraped successfully and two rule evaluations ran after that."""
+    """Until every target was scraped successfully and the rules' output stopped growing (the rules
+    run every second; VictoriaMetrics shows written samples about a second later)."""
     stop = time.monotonic() + deadline_s
+    up: list[dict[str, object]] = []
     while time.monotonic() < stop:
         up = _query(url, 'up{job="fixtures"} == 1')
         if len(up) == targets:
-            time.sleep(2.5)
-            return
+            break
         time.sleep(0.3)
+    seen = -1
+    while time.monotonic() < stop and len(up) == targets:
+        time.sleep(2.0)
+        now = len(_query(url, '{__name__=~".+", job=""}'))
+        if now == seen and now > 0:
+            return
+        seen = now
     down = [s["metric"] for s in _query(url, 'up{job="fixtures"} == 0')]
-    raise AssertionError(f"{len(up)} of {targets} fixture targets up; down: {down}")
+    raise AssertionError(f"{len(up)} of {targets} fixture targets up (down: {down}); {seen} recorded series")
 
 
-def test_recorded_series_equal_adapt_on_the_fixtures(prometheus: str, bodies: dict[str, Body]) -> None:
-    _wait_for_scrapes(prometheus, len(bodies))
-    engine = _engine_side(prometheus)
+def test_recorded_series_equal_adapt_on_the_fixtures(engine: str, bodies: dict[str, Body]) -> None:
+    recorded_series = _engine_side(engine)
     python = _python_side(bodies)
     recorded = {r.record for g in compile_groups() for r in g.rules}
     not_recorded = {k for k in python if k[0] not in recorded}
@@ -299,11 +349,15 @@ def test_recorded_series_equal_adapt_on_the_fixtures(prometheus: str, bodies: di
 
     collapsed = ("baseten_container_cpu_memory_working_set_bytes", "collapse")
     [key] = [k for k in expected if k[0] == collapsed[0] and ("replica", collapsed[1]) in k[1]]
-    assert (expected.pop(key), engine.pop(key)) == (5.0, 7.0)  # adapt: the first; rules: the largest
+    assert (expected.pop(key), recorded_series.pop(key)) == (5.0, 7.0)  # adapt: the first; rules: max
 
-    assert sorted(set(engine) - set(expected)) == []
-    assert sorted(set(expected) - set(engine)) == []
-    wrong = {k: (v, engine[k]) for k, v in expected.items() if not math.isclose(v, engine[k], rel_tol=1e-9)}
+    assert sorted(set(recorded_series) - set(expected)) == []
+    assert sorted(set(expected) - set(recorded_series)) == []
+    wrong = {
+        k: (v, recorded_series[k])
+        for k, v in expected.items()
+        if not math.isclose(v, recorded_series[k], rel_tol=1e-9)
+    }
     assert wrong == {}
     names = {k[0] for k in expected}
     assert (
@@ -325,10 +379,10 @@ def test_recorded_series_equal_adapt_on_the_fixtures(prometheus: str, bodies: di
     )
 
 
-def test_rescaled_and_normalised_buckets(prometheus: str) -> None:
+def test_rescaled_and_normalised_buckets(engine: str) -> None:
     """By hand: the Go-written OpenCensus ms bounds become seconds as ``adapt`` writes them, the
     OpenTelemetry integer bounds get ``.0``, percent becomes a ratio, the PROF field beats DEV."""
-    _wait_for_scrapes(prometheus, len(_bodies()))
+    prometheus = engine
 
     def les(replica: str) -> dict[str, float]:
         expr = f'baseten_end_to_end_response_time_seconds_bucket{{replica="{replica}",status_code="200"}}'
