@@ -1,0 +1,503 @@
+"""W1 side by side: our API on the embedded store and on VictoriaMetrics vs raw PromQL on the engines.
+
+    .venv/bin/python bench/w1_bench.py [--shared ../shared/bench] [--work-dir DIR] [--days 7]
+                                       [--end EPOCH_S] [--runs 10] [--no-reference]
+
+1. Generates workload W1 with ``<shared>/gen_w1.py`` into ``--work-dir`` (kept there and reused when the
+   same ``--days`` / ``--end`` file exists; never written into the repository).
+2. Reads it once with our import path (``ingest.backfill.iter_backfill``: parser + source adapters) and
+   appends every batch to a ``DuckDBStore`` and to a ``PrometheusStore`` on a VictoriaMetrics process
+   (remote_write, the ``store: {kind: prometheus, flavor: victoriametrics}`` path), timing each
+   store's share. A short top-up of W1 ending a few minutes from now follows, so that CURRENT (the last
+   5 minutes of the service's clock) has data; the windows of the other questions end at ``--end``.
+3. Starts ``servemetrics serve`` on each store (model m1; environment ``production`` served by d1, d2
+   and d3 for the whole week, so the API aggregates what the PromQL aggregates) and times SERIES 7 d,
+   SERIES 1 h, SUMMARY 7 d and CURRENT, one request per question (the default metric set: replicas,
+   requests by status, latency quantiles and average), p50 / p95 over ``--runs`` after a warm-up.
+4. Loads Prometheus with ``promtool tsdb create-blocks-from openmetrics --max-block-duration=24h`` and
+   (unless ``--no-reference``) a second VictoriaMetrics with its own ``/api/v1/import/prometheus``
+   (millisecond timestamps), and times the same questions as raw PromQL with ``<shared>/prom_bench.py``
+   (VictoriaMetrics with ``nocache=1`` and with its cache).
+5. Prints one table: p50 ms per question and store, ratios ours / engine, bytes per sample (DuckDB files
+   after the checkpoint of ``close``; engines' data directories, VictoriaMetrics after a clean stop).
+
+Needs Debian's ``prometheus`` (with ``promtool``) and ``victoria-metrics`` (``scripts/install``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from servemetrics.ingest.backfill import iter_backfill  # noqa: E402
+from servemetrics.store.duckdb import DuckDBStore  # noqa: E402
+from servemetrics.store.prometheus import EngineOptions, PrometheusStore  # noqa: E402
+from servemetrics.store.promql import Flavor  # noqa: E402
+
+API_KEY = "w1-bench-key-0123456789"
+DAY_S = 86_400
+DEPS = ("d1", "d2", "d3")
+QUESTIONS = ("SERIES 7 d", "SERIES 1 h", "SUMMARY 7 d", "CURRENT")
+PROM_BENCH_NAMES = {"SERIES 7d": "SERIES 7 d", "SERIES 1h": "SERIES 1 h", "SUMMARY 7d": "SUMMARY 7 d"}
+TOP_UP_AHEAD_S = 540  # the importer refuses samples more than 10 minutes ahead
+
+
+def free_port() -> int:
+    """A loopback TCP port that was free a moment ago."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def wait_http(url: str, deadline_s: float = 90, proc: subprocess.Popen[bytes] | None = None) -> None:
+    """Poll ``url`` until it answers below 500; RuntimeError after ``deadline_s`` or if ``proc`` exits."""
+    stop = time.monotonic() + deadline_s
+    while time.monotonic() < stop:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"the process for {url} exited with {proc.returncode}")
+        try:
+            if httpx.get(url, timeout=2).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.3)
+    raise RuntimeError(f"{url} did not come up within {deadline_s} s")
+
+
+class Proc:
+    """A child process with its log in ``log``; ``stop()`` sends SIGTERM (engines flush on it)."""
+
+    def __init__(self, args: list[str], log: Path, ready_url: str, cwd: Path | None = None) -> None:
+        with open(log, "ab") as out:
+            self.proc = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
+        wait_http(ready_url, proc=self.proc)
+
+    def stop(self) -> None:
+        """SIGTERM, wait up to 60 s, then SIGKILL."""
+        if self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def victoria(root: Path) -> tuple[Proc, str]:
+    """A VictoriaMetrics on loopback with its data in ``root/data`` (flags as in docs/store.md, but with
+    its query cache, which the ``nocache=1`` runs bypass); returns the process and its base URL."""
+    root.mkdir(parents=True, exist_ok=True)
+    port = free_port()
+    args = [
+        "victoria-metrics",
+        f"-storageDataPath={root / 'data'}",
+        f"-httpListenAddr=127.0.0.1:{port}",
+        "-retentionPeriod=100y",
+        "-search.latencyOffset=0s",
+        "-dedup.minScrapeInterval=1ms",
+    ]
+    url = f"http://127.0.0.1:{port}"
+    return Proc(args, root / "engine.log", url + "/health"), url
+
+
+def prometheus(root: Path, data: Path) -> tuple[Proc, str]:
+    """Prometheus on loopback over the TSDB in ``data`` (retention 100 y); the process and its URL."""
+    port = free_port()
+    config = root / "prometheus.yml"
+    config.write_text("global: {}\n")
+    args = [
+        "prometheus",
+        f"--config.file={config}",
+        f"--storage.tsdb.path={data}",
+        "--storage.tsdb.retention.time=100y",
+        f"--web.listen-address=127.0.0.1:{port}",
+    ]
+    url = f"http://127.0.0.1:{port}"
+    return Proc(args, root / "engine.log", url + "/-/ready"), url
+
+
+def dir_bytes(path: Path) -> int:
+    """Total size of the regular files under ``path``."""
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def generate(shared: Path, out: Path, days: float, end_s: int) -> None:
+    """``gen_w1.py out days end_s``, run from the shared bench directory (skipped when ``out`` exists)."""
+    if out.exists():
+        print(f"reusing {out}")
+        return
+    t = time.perf_counter()
+    tmp = out.with_suffix(".partial")
+    subprocess.run([sys.executable, "gen_w1.py", str(tmp), str(days), str(end_s)], cwd=shared, check=True)
+    tmp.rename(out)
+    print(f"generated {out.name}: {out.stat().st_size:,} B in {time.perf_counter() - t:.0f} s")
+
+
+def import_both(path: Path, duck: DuckDBStore, engine: PrometheusStore) -> dict[str, float]:
+    """Parse ``path`` once with our import path and append every batch to both stores.
+
+    Returns seconds spent parsing (``parse_s``), in each store's ``append`` (``duckdb_s``, ``engine_s``),
+    waiting for the engine to take the queue (``flush_s``), and the samples read (``samples``)."""
+    labels = {"model_id": "m1", "model_name": "m1"}  # the file's deployment_id and replica labels stay
+    spent = {"parse_s": 0.0, "duckdb_s": 0.0, "engine_s": 0.0, "flush_s": 0.0, "samples": 0.0}
+    batches = iter_backfill(path, labels)
+    while True:
+        t0 = time.perf_counter()
+        batch = next(batches, None)
+        t1 = time.perf_counter()
+        spent["parse_s"] += t1 - t0
+        if batch is None:
+            break
+        duck.append(batch)
+        t2 = time.perf_counter()
+        engine.append(batch)
+        spent["duckdb_s"] += t2 - t1
+        spent["engine_s"] += time.perf_counter() - t2
+        spent["samples"] += len(batch)
+    t = time.perf_counter()
+    if not engine.flush(1800):
+        raise RuntimeError("VictoriaMetrics did not take every sample within 30 minutes")
+    spent["flush_s"] = time.perf_counter() - t
+    return spent
+
+
+def import_reference(path: Path, url: str) -> float:
+    """Stream ``path`` to VictoriaMetrics' ``/api/v1/import/prometheus`` with timestamps in ms; seconds."""
+
+    def body() -> Iterator[bytes]:
+        rest = b""
+        with open(path, "rb") as f:
+            while block := f.read(8 << 20):
+                block = rest + block
+                cut = block.rfind(b"\n") + 1
+                rest = block[cut:]
+                yield re.sub(rb" (\d+)\n", rb" \g<1>000\n", block[:cut])
+        if rest:
+            yield rest
+
+    t = time.perf_counter()
+    httpx.post(url + "/api/v1/import/prometheus", content=body(), timeout=None).raise_for_status()
+    return time.perf_counter() - t
+
+
+def _iso(s: int) -> str:
+    return datetime.fromtimestamp(s, UTC).isoformat().replace("+00:00", "Z")
+
+
+def write_config(path: Path, data_dir: Path, port: int, first_s: int, store: dict[str, Any]) -> None:
+    """A service config: model m1 with d1-d3, ``production`` served by all three from before the data."""
+    promotions = [
+        {"deployment": "d1", "at": _iso(first_s - 3)},
+        {"deployment": "d2", "at": _iso(first_s - 2), "percent": 50},  # rolling: d1 and d2 serve
+        {"deployment": "d3", "at": _iso(first_s - 1), "percent": 50},  # rolling again: d1, d2 and d3
+    ]
+    cfg = {
+        "listen": f"127.0.0.1:{port}",
+        "data_dir": str(data_dir),
+        "store": store,
+        "organizations": [{"name": "bench", "api_keys": [{"key": API_KEY, "type": "WORKSPACE_MANAGE_ALL"}]}],
+        "models": [
+            {
+                "id": "m1",
+                "name": "m1",
+                "organization": "bench",
+                "deployments": [
+                    {"id": d, "name": d, "replicas": [{"id": f"{d}-r{r}", "targets": []} for r in range(8)]}
+                    for d in DEPS
+                ],
+                "environments": [{"name": "production", "promotions": promotions}],
+            }
+        ],
+    }
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+
+def timed(fn: Callable[[], object], runs: int) -> tuple[float, float, float]:
+    """(first call, p50, p95) in ms of ``fn``: the first call is the warm-up."""
+    t = time.perf_counter()
+    fn()
+    first = (time.perf_counter() - t) * 1000
+    ms = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        ms.append((time.perf_counter() - t) * 1000)
+    ms.sort()
+    return first, statistics.median(ms), ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
+
+
+def api_params(end_s: int) -> dict[str, dict[str, Any]]:
+    """Query parameters of the four questions (SERIES and SUMMARY windows end at ``end_s``)."""
+    end = end_s * 1000
+    return {
+        "CURRENT": {"mode": "CURRENT"},  # first: the top-up ends a few minutes from now
+        "SERIES 7 d": {
+            "mode": "SERIES",
+            "start_epoch_millis": end - 7 * DAY_S * 1000,
+            "end_epoch_millis": end,
+        },
+        "SERIES 1 h": {"mode": "SERIES", "start_epoch_millis": end - 3_600_000, "end_epoch_millis": end},
+        "SUMMARY 7 d": {
+            "mode": "SUMMARY",
+            "start_epoch_millis": end - 7 * DAY_S * 1000,
+            "end_epoch_millis": end,
+        },
+    }
+
+
+def time_api(cfg: Path, log: Path, port: int, end_s: int, runs: int) -> dict[str, Any]:
+    """Start ``servemetrics serve --config cfg`` and time the questions; {question: (first, p50, p95)}
+    plus ``"answers"``: {question: the JSON answer}."""
+    url = f"http://127.0.0.1:{port}/v1/models/m1/environments/production/metrics"
+    headers = {"Authorization": f"Api-Key {API_KEY}"}
+    serve = Proc(
+        [sys.executable, "-m", "servemetrics", "serve", "--config", str(cfg)],
+        log,
+        f"http://127.0.0.1:{port}/healthz",
+        cwd=REPO,
+    )
+    out: dict[str, Any] = {"answers": {}}
+    try:
+        with httpx.Client(timeout=120, headers=headers) as client:
+            for name, params in api_params(end_s).items():
+                answer = client.get(url, params=params)
+                answer.raise_for_status()
+                out["answers"][name] = answer.json()
+                out[name] = timed(partial(client.get, url, params=params), runs)
+                filled, total = count_values(answer.json())
+                print(
+                    f"  {name:12s} first {out[name][0]:8.1f}  p50 {out[name][1]:8.1f}  "
+                    f"p95 {out[name][2]:8.1f} ms  ({filled} of {total} values non-null)"
+                )
+    finally:
+        serve.stop()
+    return out
+
+
+def count_values(doc: dict[str, Any]) -> tuple[int, int]:
+    """Non-null and all cells of ``metric_values[*].values``."""
+    cells = [c for vs in doc.get("metric_values", []) for row in vs.get("values", []) for c in row]
+    return sum(c is not None for c in cells), len(cells)
+
+
+def max_rel_diff(a: dict[str, Any], b: dict[str, Any]) -> float:
+    """Largest relative difference between the numeric cells of two answers of the same shape (inf when
+    their shapes or nulls differ)."""
+    cells_a = [c for vs in a["metric_values"] for row in vs["values"] for c in row]
+    cells_b = [c for vs in b["metric_values"] for row in vs["values"] for c in row]
+    if len(cells_a) != len(cells_b):
+        return math.inf
+    worst = 0.0
+    for x, y in zip(cells_a, cells_b, strict=True):
+        if (x is None) != (y is None):
+            return math.inf
+        if x is not None and x != y:
+            worst = max(worst, abs(x - y) / max(abs(x), abs(y)))
+    return worst
+
+
+def prom_bench(shared: Path, url: str, end_s: int, runs: int, *extra: str) -> dict[str, float]:
+    """``prom_bench.py url end runs extra...`` from the shared directory; {question: p50 ms}."""
+    done = subprocess.run(
+        [sys.executable, "prom_bench.py", url, str(end_s), str(runs), *extra],
+        cwd=shared,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    out = {}
+    for line in done.stdout.splitlines():
+        head, _, rest = line.partition(":")
+        key = "CURRENT" if head.startswith("CURRENT") else PROM_BENCH_NAMES.get(" ".join(head.split()[:2]))
+        if key:
+            out[key] = float(rest.split()[1])
+    print(f"  prom_bench {url} {' '.join(extra)}: {out}")
+    return out
+
+
+def table(cols: dict[str, dict[str, float]], bps: dict[str, float]) -> str:
+    """The Markdown table: p50 ms per question and store, the ratios ours / engine, bytes per sample."""
+    names = list(cols)
+    ratios = [
+        ("ours DuckDB / VM nocache", "ours, DuckDB", "VictoriaMetrics, nocache=1"),
+        ("ours DuckDB / Prometheus", "ours, DuckDB", "Prometheus"),
+        ("ours on VM / VM nocache", "ours, on VictoriaMetrics", "VictoriaMetrics, nocache=1"),
+    ]
+    ratios = [r for r in ratios if r[1] in cols and r[2] in cols]
+    lines = [
+        "| question (p50 ms) | " + " | ".join(names) + " | " + " | ".join(r[0] for r in ratios) + " |",
+        "|---" * (1 + len(names) + len(ratios)) + "|",
+    ]
+
+    def cell(v: float | None) -> str:
+        return "—" if v is None else f"{v:,.1f}"
+
+    for q in QUESTIONS:
+        row = [cell(cols[n].get(q)) for n in names]
+        for _, a, b in ratios:
+            x, y = cols[a].get(q), cols[b].get(q)
+            row.append("—" if x is None or not y else f"{x / y:.2f}")
+        lines.append(f"| {q} | " + " | ".join(row) + " |")
+    row = [f"{bps[n]:.2f} B" if n in bps else "—" for n in names]
+    for _, a, b in ratios:
+        row.append(f"{bps[a] / bps[b]:.2f}" if a in bps and b in bps else "—")
+    lines.append("| disk per sample | " + " | ".join(row) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--shared", type=Path, default=REPO.parent / "shared" / "bench")
+    ap.add_argument("--work-dir", type=Path, default=None, help="generated data (default: a temp dir)")
+    ap.add_argument("--days", type=float, default=7)
+    ap.add_argument("--end", type=int, default=None, help="end of the data, epoch s (default: last hour)")
+    ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--no-reference", action="store_true", help="skip VictoriaMetrics' own import")
+    args = ap.parse_args(argv)
+    shared = args.shared.resolve()
+    work = (args.work_dir or Path(tempfile.mkdtemp(prefix="w1-bench-"))).resolve()
+    if work.is_relative_to(REPO):
+        ap.error("--work-dir must be outside the repository")
+    work.mkdir(parents=True, exist_ok=True)
+    end_s = args.end or int(time.time()) // 3600 * 3600
+    first_s = end_s - int(args.days * DAY_S)
+    print(f"work dir {work}; W1 {args.days:g} days ending {_iso(end_s)}")
+    w1 = work / f"w1_{args.days:g}d_{end_s}.om"
+    generate(shared, w1, args.days, end_s)
+    runs = work / f"run_{int(time.time())}"
+    runs.mkdir()
+    cols: dict[str, dict[str, float]] = {}
+    bps: dict[str, float] = {}
+    procs: list[Proc] = []
+    try:
+        vm, vm_url = victoria(runs / "vm-ours")
+        procs.append(vm)
+        duck_dir, engine_dir = runs / "ours-duckdb", runs / "ours-vm"
+        duck_dir.mkdir()
+        duck = DuckDBStore(duck_dir / "samples.duckdb")
+        engine = PrometheusStore(
+            EngineOptions(Flavor.VICTORIAMETRICS, vm_url, vm_url + "/api/v1/write", engine_dir / "buffer")
+        )
+        print("importing through our import path into DuckDB and VictoriaMetrics (one parse)...")
+        spent = import_both(w1, duck, engine)
+        n = spent["samples"]
+        print(
+            f"  {n:,.0f} samples; parse + adapters {spent['parse_s']:.0f} s ({n / spent['parse_s']:,.0f}/s); "
+            f"DuckDB append {spent['duckdb_s']:.1f} s ({n / spent['duckdb_s']:,.0f}/s); remote_write queue "
+            f"{spent['engine_s']:.1f} s + waiting for VictoriaMetrics {spent['flush_s']:.1f} s"
+        )
+        top_end = (int(time.time()) + TOP_UP_AHEAD_S) // 15 * 15
+        top = work / f"topup_{top_end}.om"
+        subprocess.run(
+            # starts 30 s after the file: nothing in the windows that end at --end (PromQL includes
+            # a sample at the evaluation time itself)
+            [sys.executable, "gen_w1.py", str(top), str((top_end - end_s - 30) / DAY_S), str(top_end)],
+            cwd=shared,
+            check=True,
+            capture_output=True,
+        )
+        import_both(top, duck, engine)
+        top.unlink()
+        duck.checkpoint()
+        duck_bytes = duck.stats().bytes  # both files and their WALs
+        duck.close()
+        engine.close()
+        bps["ours, DuckDB"] = duck_bytes / n  # the top-up is under 1 % of the samples: left in
+        print(f"  DuckDB files after checkpoint: {duck_bytes:,} B = {duck_bytes / n:.3f} B/sample")
+        httpx.get(vm_url + "/internal/force_flush").raise_for_status()
+        time.sleep(2)
+
+        print("our HTTP API on DuckDB:")
+        port = free_port()
+        write_config(runs / "duckdb.yaml", duck_dir, port, first_s, {"kind": "duckdb"})
+        ours_duck = time_api(runs / "duckdb.yaml", runs / "serve-duckdb.log", port, end_s, args.runs)
+        print("our HTTP API on VictoriaMetrics:")
+        port = free_port()
+        store = {
+            "kind": "prometheus",
+            "flavor": "victoriametrics",
+            "query_url": vm_url,
+            "remote_write_url": vm_url + "/api/v1/write",
+        }
+        write_config(runs / "vm.yaml", engine_dir, port, first_s, store)
+        ours_vm = time_api(runs / "vm.yaml", runs / "serve-vm.log", port, end_s, args.runs)
+        summary = ours_duck["answers"]["SUMMARY 7 d"]["metric_values"][0]
+        print(f"  SUMMARY 7 d on DuckDB, first metric: {summary}")  # replicas: 24 (3 x 8)
+        for q in QUESTIONS:
+            diff = max_rel_diff(ours_duck["answers"][q], ours_vm["answers"][q])
+            print(f"  {q}: largest relative difference DuckDB vs VictoriaMetrics answers {diff:.2e}")
+        cols["ours, DuckDB"] = {q: ours_duck[q][1] for q in QUESTIONS}
+        cols["ours, on VictoriaMetrics"] = {q: ours_vm[q][1] for q in QUESTIONS}
+
+        print("raw PromQL (prom_bench.py) on the VictoriaMetrics our write path filled:")
+        cols["VictoriaMetrics, nocache=1"] = prom_bench(shared, vm_url, end_s, args.runs, "nocache=1")
+        cols["VictoriaMetrics, cache"] = prom_bench(shared, vm_url, end_s, args.runs)
+
+        print("Prometheus: promtool tsdb create-blocks-from openmetrics --max-block-duration=24h ...")
+        tsdb = runs / "prometheus" / "data"
+        tsdb.mkdir(parents=True)
+        t = time.perf_counter()
+        subprocess.run(
+            [
+                "promtool",
+                "tsdb",
+                "create-blocks-from",
+                "openmetrics",
+                "--max-block-duration=24h",
+                str(w1),
+                str(tsdb),
+            ],
+            check=True,
+            capture_output=True,
+        )
+        bps["Prometheus"] = dir_bytes(tsdb) / n
+        print(f"  {time.perf_counter() - t:.0f} s; {dir_bytes(tsdb):,} B = {bps['Prometheus']:.3f} B/sample")
+        prom, prom_url = prometheus(runs / "prometheus", tsdb)
+        procs.append(prom)
+        cols["Prometheus"] = prom_bench(shared, prom_url, end_s, args.runs)
+        prom.stop()
+
+        if not args.no_reference:
+            print("VictoriaMetrics' own /api/v1/import/prometheus (reference):")
+            ref, ref_url = victoria(runs / "vm-reference")
+            procs.append(ref)
+            took = import_reference(w1, ref_url)
+            print(f"  {took:.0f} s ({n / took:,.0f} samples/s)")
+            httpx.get(ref_url + "/internal/force_flush").raise_for_status()
+            time.sleep(2)
+            cols["VM own import, nocache=1"] = prom_bench(shared, ref_url, end_s, args.runs, "nocache=1")
+            ref.stop()
+            bps["VM own import, nocache=1"] = dir_bytes(runs / "vm-reference" / "data") / n
+        vm.stop()
+        vm_bytes = dir_bytes(runs / "vm-ours" / "data")
+        for name in ("ours, on VictoriaMetrics", "VictoriaMetrics, nocache=1"):
+            bps[name] = vm_bytes / n
+    finally:
+        for p in procs:
+            p.stop()
+    print(f"\nW1, {args.days:g} days, {n:,.0f} samples; p50 over {args.runs} runs after a warm-up:\n")
+    print(table(cols, bps))
+
+
+if __name__ == "__main__":
+    main()
