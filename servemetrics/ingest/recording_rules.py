@@ -18,6 +18,7 @@ one operand::
   ``exported_<registry label>`` copies Prometheus makes of clashing exposed labels (ours are overridden).
 - Priorities: operands producing one canonical name are joined by ``or`` in priority order (full label
   set matching: the higher-priority series wins where both give the same series, as in ``adapt``).
+- NaN and infinite samples are filtered out (``x < Inf > -Inf``), as the exposition parser drops them.
 - ``le`` rescaling (``Rule.le_divisor``): PromQL cannot divide a label, so each of the source's known
   bounds (``Rule.le_bounds``) gets its own ``label_replace`` to the rescaled bound, written as ``adapt``
   writes it; kept ``le`` values written as integers (Go exporters: ``le="1"``) become ``"1.0"``.
@@ -81,6 +82,8 @@ DIFFERENCES: dict[str, str] = {
 _NAME = re.compile(r"^[a-zA-Z_:][a-zA-Z0-9_:]*$")
 _INF_PATTERN = r"(?i)[+]?inf"
 _INTEGER_LE = r"(-?[0-9]{1,6})"
+FINITE = " < Inf > -Inf"
+"""Filter appended to every source selection: ``adapt`` drops NaN and infinite samples (the parser does)."""
 
 
 class NotCompilableError(ValueError):
@@ -170,11 +173,14 @@ def _keeps_le(rule: Rule) -> bool:
 
 
 def _with_le(rule: Rule, exposed: set[str]) -> str:
-    """The source selector with ``le`` written as ``adapt`` writes it (rescaled or normalised)."""
+    """The source series, finite values only, with ``le`` as ``adapt`` writes it (rescaled or normalised)."""
     if not _keeps_le(rule):
-        return _selector(rule, exposed)
+        return _selector(rule, exposed) + FINITE
     if rule.le_divisor == 1.0:
-        return f'label_replace({_selector(rule, exposed)}, "le", "${{1}}.0", "le", {quote(_INTEGER_LE)})'
+        normalised = (
+            f'label_replace({_selector(rule, exposed)}, "le", "${{1}}.0", "le", {quote(_INTEGER_LE)})'
+        )
+        return normalised + FINITE
     if not rule.le_bounds:
         raise NotCompilableError(
             f"rule {rule.match} -> {rule.target} divides le by {rule.le_divisor:g} but lists no le_bounds; "
@@ -187,7 +193,7 @@ def _with_le(rule: Rule, exposed: set[str]) -> str:
     ]
     inf = _selector(rule, exposed, "le=~" + quote(_INF_PATTERN))
     parts.append(f'label_replace({inf}, "le", "+Inf", "", "")')
-    return " or ".join(parts)
+    return "(" + " or ".join(parts) + ")" + FINITE
 
 
 def _renamed(rule: Rule, expr: str) -> str:

@@ -128,6 +128,20 @@ COLLAPSE = "\n".join(
     ]
 )
 
+# NaN and infinite values: the parser drops them, the rules filter them (no canonical series at all).
+NOT_FINITE = "\n".join(
+    [
+        "# TYPE process_resident_memory_bytes gauge",
+        "process_resident_memory_bytes NaN",
+        "# TYPE revision_queue_depth gauge",
+        "revision_queue_depth +Inf",
+        "# TYPE DCGM_FI_DEV_GPU_TEMP gauge",
+        'DCGM_FI_DEV_GPU_TEMP{gpu="0"} -Inf',
+        'DCGM_FI_DEV_GPU_TEMP{gpu="1"} 41',
+        "",
+    ]
+)
+
 
 def _python_exposition() -> dict[str, str]:
     """Knative's OpenCensus era as prometheus_client writes it ("5.0") and the process collector."""
@@ -158,7 +172,12 @@ def _bodies() -> dict[str, Body]:
         kind = OPENMETRICS_CONTENT_TYPE if is_openmetrics(text, None) else CONTENT_TYPE_LATEST
         out[name.removesuffix(".prom").replace(".", "_")] = Body(text, kind)
     node = (REPO_ROOT / "tests" / "fixtures" / "node_exporter_filesystem.prom").read_text()
-    hand = {"knative_oc_go": KNATIVE_OC_GO, "knative_otel_go": KNATIVE_OTEL_GO, "passthrough": PASSTHROUGH}
+    hand = {
+        "knative_oc_go": KNATIVE_OC_GO,
+        "knative_otel_go": KNATIVE_OTEL_GO,
+        "passthrough": PASSTHROUGH,
+        "not_finite": NOT_FINITE,
+    }
     for name, text in {**_python_exposition(), **hand, "node_exporter": node, "collapse": COLLAPSE}.items():
         out[name] = Body(text, CONTENT_TYPE_LATEST)
     return out
@@ -381,7 +400,8 @@ def test_recorded_series_equal_adapt_on_the_fixtures(engine: str, bodies: dict[s
 
 def test_rescaled_and_normalised_buckets(engine: str) -> None:
     """By hand: the Go-written OpenCensus ms bounds become seconds as ``adapt`` writes them, the
-    OpenTelemetry integer bounds get ``.0``, percent becomes a ratio, the PROF field beats DEV."""
+    OpenTelemetry integer bounds get ``.0``, percent becomes a ratio, NaN and infinite samples give no
+    series, the PROF field beats DEV."""
     prometheus = engine
 
     def les(replica: str) -> dict[str, float]:
@@ -396,5 +416,7 @@ def test_rescaled_and_normalised_buckets(engine: str) -> None:
     assert float(total["value"][1]) == 232.902  # 232,902 ms  # type: ignore[index]
     [gpu] = _query(prometheus, 'baseten_gpu_utilization{replica="passthrough"}')
     assert float(gpu["value"][1]) == 0.375  # type: ignore[index]
+    [finite] = _query(prometheus, '{replica="not_finite", job=""}')
+    assert (finite["metric"]["__name__"], finite["metric"]["gpu"]) == ("baseten_gpu_temperature_celsius", "1")  # type: ignore[index]
     [dcgm] = _query(prometheus, 'baseten_gpu_utilization{source="dcgm"}')  # PROF 0.004656, DEV 0 %
     assert (dcgm["metric"]["gpu"], float(dcgm["value"][1])) == ("0", 0.004656)  # type: ignore[index]

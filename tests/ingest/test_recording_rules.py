@@ -53,11 +53,11 @@ def _rule(group: str, record: str, source: str):
 def test_dcgm_utilisation_prof_beats_dev_percent():
     rule = _rule("dcgm", "baseten_gpu_utilization", "dcgm")
     assert rule.expr == (
-        f"max by (gpu, gpu_instance, {BY}) "
-        '(label_replace(DCGM_FI_PROF_GR_ENGINE_ACTIVE, "gpu_instance", "$1", "GPU_I_ID", "(.*)"))'
+        f"max by (gpu, gpu_instance, {BY}) (label_replace(DCGM_FI_PROF_GR_ENGINE_ACTIVE < Inf > -Inf, "
+        '"gpu_instance", "$1", "GPU_I_ID", "(.*)"))'
         f" or max by (gpu, gpu_instance, {BY}) "
-        '(label_replace(DCGM_FI_DEV_GPU_UTIL{GPU_I_ID=~""}, "gpu_instance", "$1", "GPU_I_ID", "(.*)"))'
-        " / 100.0"
+        '(label_replace(DCGM_FI_DEV_GPU_UTIL{GPU_I_ID=~""} < Inf > -Inf, "gpu_instance", "$1", "GPU_I_ID", '
+        '"(.*)")) / 100.0'
     )
 
 
@@ -65,7 +65,7 @@ def test_where_matchers_and_one_rule_per_source():
     rule = _rule("cadvisor", "baseten_container_cpu_memory_working_set_bytes", "kubelet_resource")
     assert rule.expr == (
         f"max by (namespace, pod, container, {BY}) "
-        '(container_memory_working_set_bytes{container!~"|POD",id=~""})'
+        '(container_memory_working_set_bytes{container!~"|POD",id=~""} < Inf > -Inf)'
     )
     [group] = [g for g in compile_groups() if g.name == "servemetrics_cadvisor"]
     assert [(r.record, r.source) for r in group.rules] == [
@@ -80,10 +80,10 @@ def test_le_rescaled_per_known_bound():
     rule = Rule("x_ms_bucket", "x_seconds_bucket", "s", {"le": "le"}, le_divisor=1000.0, le_bounds=(5, 2500))
     sel = "x_ms_bucket{le=~"
     assert operand(rule) == (
-        f"max by (le, {BY}) ("
+        f"max by (le, {BY}) (("
         f'label_replace({sel}"5|5\\\\.0"}}, "le", "0.005", "", "")'
         f' or label_replace({sel}"2500|2500\\\\.0"}}, "le", "2.5", "", "")'
-        f' or label_replace({sel}"(?i)[+]?inf"}}, "le", "+Inf", "", ""))'
+        f' or label_replace({sel}"(?i)[+]?inf"}}, "le", "+Inf", "", "")) < Inf > -Inf)'
     )
 
 
@@ -91,14 +91,14 @@ def test_kept_le_integer_spellings_become_floats_and_renames():
     rule = Rule("h_bucket", "t_bucket", "knative", {"code": "status_code", "le": "le"})
     assert operand(rule) == (
         f"max by (status_code, le, {BY}) (label_replace(label_replace(h_bucket, "
-        '"le", "${1}.0", "le", "(-?[0-9]{1,6})"), "status_code", "$1", "code", "(.*)"))'
+        '"le", "${1}.0", "le", "(-?[0-9]{1,6})") < Inf > -Inf, "status_code", "$1", "code", "(.*)"))'
     )
 
 
 def test_keep_all_reads_the_exposed_name_and_drops_agent_labels():
     rule = Rule("baseten_gpu_utilization", "baseten_gpu_utilization", labels=None, divisor=100.0)
     assert operand(rule, {"baseten_gpu_utilization"}) == (
-        f"max without ({WITHOUT}) (sm_exposed:baseten_gpu_utilization) / 100.0"
+        f"max without ({WITHOUT}) (sm_exposed:baseten_gpu_utilization < Inf > -Inf) / 100.0"
     )
     assert _rule("passthrough", "baseten_gpu_utilization", "").expr == operand(rule, exposed_names())
 
@@ -106,14 +106,14 @@ def test_keep_all_reads_the_exposed_name_and_drops_agent_labels():
 def test_engine_alias_new_name_beats_old():
     rule = _rule("engines", "vllm:kv_cache_usage_perc", "vllm")
     assert rule.expr == (
-        f"max without ({WITHOUT}) (sm_exposed:vllm:kv_cache_usage_perc)"
-        f" or max without ({WITHOUT}) (vllm:gpu_cache_usage_perc)"
+        f"max without ({WITHOUT}) (sm_exposed:vllm:kv_cache_usage_perc < Inf > -Inf)"
+        f" or max without ({WITHOUT}) (vllm:gpu_cache_usage_perc < Inf > -Inf)"
     )
 
 
 def test_matchers_escape_and_odd_names_use_the_name_matcher():
     rule = Rule("a.b", "t", "s", {}, (LabelMatch("path", 'a\\d"x'),))
-    assert operand(rule) == f'max by ({BY}) ({{__name__="a.b",path=~"a\\\\d\\"x"}})'
+    assert operand(rule) == f'max by ({BY}) ({{__name__="a.b",path=~"a\\\\d\\"x"}} < Inf > -Inf)'
     assert quote('say "hi"\\') == '"say \\"hi\\"\\\\"'
 
 
