@@ -149,8 +149,13 @@ class DeploymentConfig(_Strict):
 
 
 def check_registry_url(url: str) -> str:
-    """``url`` when it is ``sqlite:///path`` or ``postgresql+psycopg://…``; else ValueError saying so."""
-    example = "write sqlite:///path/registry.sqlite3 or postgresql+psycopg://user:pass@host:5432/db"
+    """``url`` when it is ``sqlite:///path`` or ``postgresql+psycopg://…``; a driverless
+    ``postgresql://…`` (or ``postgres://…``, as libpq and Heroku write it) is returned as
+    ``postgresql+psycopg://…``, the one PostgreSQL driver we ship. Else ValueError saying what to write."""
+    example = "write sqlite:///path/registry.sqlite3 or postgresql://user:pass@host:5432/db"
+    for plain in ("postgresql://", "postgres://"):
+        if url.startswith(plain):
+            url = "postgresql+psycopg://" + url[len(plain) :]
     try:
         parsed = make_url(url)
     except ArgumentError:
@@ -367,9 +372,7 @@ class Config(_Strict):
     @field_validator("registry_url")
     @classmethod
     def _registry_url(cls, value: str | None) -> str | None:
-        if value is not None:
-            check_registry_url(value)
-        return value
+        return None if value is None else check_registry_url(value)
 
     @model_validator(mode="after")
     def _check(self) -> Config:
@@ -586,9 +589,8 @@ def open_registry(config: Config) -> Registry:
         raise ConfigError(
             f"cannot create data_dir {data_dir}: {err.strerror}; choose a writable directory"
         ) from None
-    url = str(config.registry_url)
     try:
-        check_registry_url(url)
+        url = check_registry_url(str(config.registry_url))
     except ValueError as err:
         raise ConfigError(f"registry_url: {err}") from None
     shown = make_url(url).render_as_string(hide_password=True)

@@ -309,11 +309,11 @@ def _model(body: str) -> str:
             "registry_url: not a url",
             "config: `registry_url`: 'not a url' is not a SQLAlchemy URL; write "
             "sqlite:///path/registry.sqlite3 "
-            "or postgresql+psycopg://user:pass@host:5432/db",
+            "or postgresql://user:pass@host:5432/db",
         ),
         (
-            "registry_url: 'postgresql://u@h/db'",
-            "config: `registry_url`: 'postgresql' is not a supported driver; write postgresql+psycopg://…",
+            "registry_url: 'postgresql+asyncpg://u@h/db'",
+            "config: `registry_url`: 'postgresql+asyncpg' is not a supported driver; write postgresql+psycopg://…",
         ),
     ],
 )
@@ -391,3 +391,10 @@ def test_relative_data_dir_is_relative_to_the_config_file(tmp_path: Path, monkey
     assert load_config("conf/a.yaml").data_dir == Path("conf/store")
     assert load_config(tmp_path / "conf" / "b.yaml").data_dir == tmp_path / "conf" / "data"
     assert load_config("conf/c.yaml").data_dir == tmp_path / "abs"
+
+
+@pytest.mark.parametrize("plain", ["postgresql://u:p@h:5432/db", "postgres://u:p@h:5432/db"])
+def test_a_driverless_postgresql_url_means_psycopg(plain: str) -> None:
+    # issue 6's interface writes `registry_url: postgresql://...`; psycopg is the driver we ship
+    config = _parse(f"registry_url: '{plain}'")
+    assert config.registry_url == "postgresql+psycopg://u:p@h:5432/db"  # type: ignore[attr-defined]
