@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/w1_bench.py [--shared ../shared/bench] [--work-dir DIR] [--days 7]
                                        [--end EPOCH_S] [--runs 10] [--no-reference]
+                                       [--reuse-run DIR/run_...]
 
 1. Generates workload W1 with ``<shared>/gen_w1.py`` into ``--work-dir`` (kept there and reused when the
    same ``--days`` / ``--end`` file exists; never written into the repository).
@@ -19,7 +20,11 @@
    (millisecond timestamps), and times the same questions as raw PromQL with ``<shared>/prom_bench.py``
    (VictoriaMetrics with ``nocache=1`` and with its cache).
 5. Prints one table: p50 ms per question and store, ratios ours / engine, bytes per sample (DuckDB files
-   after the checkpoint of ``close``; engines' data directories, VictoriaMetrics after a clean stop).
+   after a checkpoint; Prometheus' blocks as promtool wrote them; VictoriaMetrics' data directory after
+   a clean stop).
+
+Everything of a run lives in ``<work-dir>/run_<epoch s>``; ``--reuse-run`` times it again without
+importing (a new top-up is appended first), e.g. when the machine is quieter.
 
 Needs Debian's ``prometheus`` (with ``promtool``) and ``victoria-metrics`` (``scripts/install``).
 """
@@ -27,6 +32,7 @@ Needs Debian's ``prometheus`` (with ``promtool``) and ``victoria-metrics`` (``sc
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 import signal
@@ -335,6 +341,10 @@ def prom_bench(shared: Path, url: str, end_s: int, runs: int, *extra: str) -> di
     return out
 
 
+def _ratio(r: float) -> str:
+    return f"{r:.2f}" if r >= 0.1 else f"{r:.3f}"
+
+
 def table(cols: dict[str, dict[str, float]], bps: dict[str, float]) -> str:
     """The Markdown table: p50 ms per question and store, the ratios ours / engine, bytes per sample."""
     names = list(cols)
@@ -356,13 +366,170 @@ def table(cols: dict[str, dict[str, float]], bps: dict[str, float]) -> str:
         row = [cell(cols[n].get(q)) for n in names]
         for _, a, b in ratios:
             x, y = cols[a].get(q), cols[b].get(q)
-            row.append("—" if x is None or not y else f"{x / y:.2f}")
+            row.append("—" if x is None or not y else _ratio(x / y))
         lines.append(f"| {q} | " + " | ".join(row) + " |")
     row = [f"{bps[n]:.2f} B" if n in bps else "—" for n in names]
     for _, a, b in ratios:
-        row.append(f"{bps[a] / bps[b]:.2f}" if a in bps and b in bps else "—")
+        row.append(_ratio(bps[a] / bps[b]) if a in bps and b in bps else "—")
     lines.append("| disk per sample | " + " | ".join(row) + " |")
     return "\n".join(lines)
+
+
+def vm_store(vm_url: str, buffer_dir: Path) -> PrometheusStore:
+    """Our engine store on the VictoriaMetrics at ``vm_url`` (the ``store: kind prometheus`` path)."""
+    return PrometheusStore(
+        EngineOptions(Flavor.VICTORIAMETRICS, vm_url, vm_url + "/api/v1/write", buffer_dir)
+    )
+
+
+def load_ours(run: Path, w1: Path, vm_url: str) -> dict[str, float]:
+    """Import W1 into both of our stores, unless ``run/import.json`` says it was done; its figures."""
+    done = run / "import.json"
+    if done.exists():
+        spent: dict[str, float] = json.loads(done.read_text())
+        print(f"reusing the import of {run}: {spent}")
+        return spent
+    (run / "ours-duckdb").mkdir(parents=True)
+    duck = DuckDBStore(run / "ours-duckdb" / "samples.duckdb")
+    engine = vm_store(vm_url, run / "ours-vm" / "buffer")
+    print("importing through our import path into DuckDB and VictoriaMetrics (one parse)...")
+    spent = import_both(w1, duck, engine)
+    duck.checkpoint()
+    spent["duckdb_bytes"] = duck.stats().bytes  # both files and their WALs
+    duck.close()
+    engine.close()
+    n = spent["samples"]
+    print(
+        f"  {n:,.0f} samples; parse + adapters {spent['parse_s']:.0f} s ({n / spent['parse_s']:,.0f}/s); "
+        f"DuckDB append {spent['duckdb_s']:.1f} s ({n / spent['duckdb_s']:,.0f}/s); remote_write queue "
+        f"{spent['engine_s']:.1f} s + waiting for VictoriaMetrics {spent['flush_s']:.1f} s; DuckDB files "
+        f"after checkpoint {spent['duckdb_bytes']:,.0f} B = {spent['duckdb_bytes'] / n:.3f} B/sample"
+    )
+    done.write_text(json.dumps(spent))
+    return spent
+
+
+def top_up(shared: Path, run: Path, vm_url: str, end_s: int) -> None:
+    """Append W1 from just after the data (or the previous top-up) to 9 minutes from now to both stores,
+    so that CURRENT (the service's last 5 minutes) has data. It starts at least 30 s after ``end_s``: the
+    windows that end there see none of it (PromQL includes a sample at the evaluation time itself)."""
+    mark = run / "top_up_end"
+    start = max(end_s, int(mark.read_text()) if mark.exists() else 0) + 30
+    top_end = (int(time.time()) + TOP_UP_AHEAD_S) // 15 * 15
+    top = run / f"topup_{top_end}.om"
+    days = (top_end - start) / DAY_S
+    subprocess.run(
+        [sys.executable, "gen_w1.py", str(top), str(days), str(top_end)],
+        cwd=shared,
+        check=True,
+        capture_output=True,
+    )
+    duck = DuckDBStore(run / "ours-duckdb" / "samples.duckdb")
+    engine = vm_store(vm_url, run / "ours-vm" / "buffer")
+    spent = import_both(top, duck, engine)
+    duck.close()
+    engine.close()
+    top.unlink()
+    mark.write_text(str(top_end))
+    httpx.get(vm_url + "/internal/force_flush").raise_for_status()
+    time.sleep(2)
+    print(f"top-up: {spent['samples']:,.0f} samples up to {_iso(top_end)}")
+
+
+def time_ours(run: Path, vm_url: str, first_s: int, end_s: int, runs: int) -> dict[str, dict[str, float]]:
+    """Our HTTP API on DuckDB and on VictoriaMetrics: {column: {question: p50 ms}}; checks that the two
+    stores give the same answers."""
+    print("our HTTP API on DuckDB:")
+    port = free_port()
+    write_config(run / "duckdb.yaml", run / "ours-duckdb", port, first_s, {"kind": "duckdb"})
+    ours_duck = time_api(run / "duckdb.yaml", run / "serve-duckdb.log", port, end_s, runs)
+    print("our HTTP API on VictoriaMetrics:")
+    port = free_port()
+    store = {
+        "kind": "prometheus",
+        "flavor": "victoriametrics",
+        "query_url": vm_url,
+        "remote_write_url": vm_url + "/api/v1/write",
+    }
+    write_config(run / "vm.yaml", run / "ours-vm", port, first_s, store)
+    ours_vm = time_api(run / "vm.yaml", run / "serve-vm.log", port, end_s, runs)
+    summary = ours_duck["answers"]["SUMMARY 7 d"]["metric_values"][0]["values"]
+    print(f"  SUMMARY 7 d on DuckDB: {summary}")  # replicas: 24 (3 deployments x 8)
+    for q in QUESTIONS:
+        diff = max_rel_diff(ours_duck["answers"][q], ours_vm["answers"][q])
+        print(f"  {q}: largest relative difference DuckDB vs VictoriaMetrics answers {diff:.2e}")
+    return {
+        "ours, DuckDB": {q: ours_duck[q][1] for q in QUESTIONS},
+        "ours, on VictoriaMetrics": {q: ours_vm[q][1] for q in QUESTIONS},
+    }
+
+
+def load_prometheus(run: Path, w1: Path) -> Path:
+    """The TSDB made by ``promtool tsdb create-blocks-from openmetrics --max-block-duration=24h``."""
+    tsdb = run / "prometheus" / "data"
+    if tsdb.exists():
+        return tsdb
+    print("promtool tsdb create-blocks-from openmetrics --max-block-duration=24h ...")
+    tsdb.mkdir(parents=True)
+    t = time.perf_counter()
+    cmd = [
+        "promtool",
+        "tsdb",
+        "create-blocks-from",
+        "openmetrics",
+        "--max-block-duration=24h",
+        str(w1),
+        str(tsdb),
+    ]
+    subprocess.run(cmd, check=True, capture_output=True)
+    print(f"  {time.perf_counter() - t:.0f} s; {dir_bytes(tsdb):,} B")
+    (run / "prometheus" / "bytes").write_text(str(dir_bytes(tsdb)))  # before Prometheus compacts
+    return tsdb
+
+
+def time_engines(
+    shared: Path, run: Path, w1: Path, vm_url: str, end_s: int, runs: int, reference: bool
+) -> dict[str, dict[str, float]]:
+    """prom_bench.py on the VictoriaMetrics we filled, on Prometheus and (``reference``) on a
+    VictoriaMetrics filled by its own importer: {column: {question: p50 ms}}."""
+    print("raw PromQL (prom_bench.py) on the VictoriaMetrics our write path filled:")
+    cols = {
+        "VictoriaMetrics, nocache=1": prom_bench(shared, vm_url, end_s, runs, "nocache=1"),
+        "VictoriaMetrics, cache": prom_bench(shared, vm_url, end_s, runs),
+    }
+    tsdb = load_prometheus(run, w1)
+    prom, prom_url = prometheus(run / "prometheus", tsdb)
+    try:
+        cols["Prometheus"] = prom_bench(shared, prom_url, end_s, runs)
+    finally:
+        prom.stop()
+    if reference:
+        fresh = not (run / "vm-reference" / "data").exists()
+        ref, ref_url = victoria(run / "vm-reference")
+        try:
+            if fresh:
+                took = import_reference(w1, ref_url)
+                print(f"VictoriaMetrics' own /api/v1/import/prometheus: {took:.0f} s")
+                httpx.get(ref_url + "/internal/force_flush").raise_for_status()
+                time.sleep(2)
+            cols["VM own import, nocache=1"] = prom_bench(shared, ref_url, end_s, runs, "nocache=1")
+        finally:
+            ref.stop()
+    return cols
+
+
+def disk(run: Path, duckdb_bytes: float, n: float) -> dict[str, float]:
+    """Bytes per sample per column: DuckDB after checkpoint (at import); engines' data directories
+    (VictoriaMetrics stopped; they also hold the top-ups, under 1 % of W1)."""
+    out = {
+        "ours, DuckDB": duckdb_bytes / n,
+        "Prometheus": int((run / "prometheus" / "bytes").read_text()) / n,
+    }
+    vm = dir_bytes(run / "vm-ours" / "data") / n
+    out["ours, on VictoriaMetrics"] = out["VictoriaMetrics, nocache=1"] = vm
+    if (run / "vm-reference" / "data").exists():
+        out["VM own import, nocache=1"] = dir_bytes(run / "vm-reference" / "data") / n
+    return out
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -373,6 +540,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--end", type=int, default=None, help="end of the data, epoch s (default: last hour)")
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--no-reference", action="store_true", help="skip VictoriaMetrics' own import")
+    ap.add_argument("--reuse-run", type=Path, default=None, help="a run directory: time again, no import")
     args = ap.parse_args(argv)
     shared = args.shared.resolve()
     work = (args.work_dir or Path(tempfile.mkdtemp(prefix="w1-bench-"))).resolve()
@@ -384,119 +552,18 @@ def main(argv: list[str] | None = None) -> None:
     print(f"work dir {work}; W1 {args.days:g} days ending {_iso(end_s)}")
     w1 = work / f"w1_{args.days:g}d_{end_s}.om"
     generate(shared, w1, args.days, end_s)
-    runs = work / f"run_{int(time.time())}"
-    runs.mkdir()
-    cols: dict[str, dict[str, float]] = {}
-    bps: dict[str, float] = {}
-    procs: list[Proc] = []
+    run = args.reuse_run.resolve() if args.reuse_run else work / f"run_{int(time.time())}"
+    vm, vm_url = victoria(run / "vm-ours")
     try:
-        vm, vm_url = victoria(runs / "vm-ours")
-        procs.append(vm)
-        duck_dir, engine_dir = runs / "ours-duckdb", runs / "ours-vm"
-        duck_dir.mkdir()
-        duck = DuckDBStore(duck_dir / "samples.duckdb")
-        engine = PrometheusStore(
-            EngineOptions(Flavor.VICTORIAMETRICS, vm_url, vm_url + "/api/v1/write", engine_dir / "buffer")
-        )
-        print("importing through our import path into DuckDB and VictoriaMetrics (one parse)...")
-        spent = import_both(w1, duck, engine)
-        n = spent["samples"]
-        print(
-            f"  {n:,.0f} samples; parse + adapters {spent['parse_s']:.0f} s ({n / spent['parse_s']:,.0f}/s); "
-            f"DuckDB append {spent['duckdb_s']:.1f} s ({n / spent['duckdb_s']:,.0f}/s); remote_write queue "
-            f"{spent['engine_s']:.1f} s + waiting for VictoriaMetrics {spent['flush_s']:.1f} s"
-        )
-        top_end = (int(time.time()) + TOP_UP_AHEAD_S) // 15 * 15
-        top = work / f"topup_{top_end}.om"
-        subprocess.run(
-            # starts 30 s after the file: nothing in the windows that end at --end (PromQL includes
-            # a sample at the evaluation time itself)
-            [sys.executable, "gen_w1.py", str(top), str((top_end - end_s - 30) / DAY_S), str(top_end)],
-            cwd=shared,
-            check=True,
-            capture_output=True,
-        )
-        import_both(top, duck, engine)
-        top.unlink()
-        duck.checkpoint()
-        duck_bytes = duck.stats().bytes  # both files and their WALs
-        duck.close()
-        engine.close()
-        bps["ours, DuckDB"] = duck_bytes / n  # the top-up is under 1 % of the samples: left in
-        print(f"  DuckDB files after checkpoint: {duck_bytes:,} B = {duck_bytes / n:.3f} B/sample")
-        httpx.get(vm_url + "/internal/force_flush").raise_for_status()
-        time.sleep(2)
-
-        print("our HTTP API on DuckDB:")
-        port = free_port()
-        write_config(runs / "duckdb.yaml", duck_dir, port, first_s, {"kind": "duckdb"})
-        ours_duck = time_api(runs / "duckdb.yaml", runs / "serve-duckdb.log", port, end_s, args.runs)
-        print("our HTTP API on VictoriaMetrics:")
-        port = free_port()
-        store = {
-            "kind": "prometheus",
-            "flavor": "victoriametrics",
-            "query_url": vm_url,
-            "remote_write_url": vm_url + "/api/v1/write",
-        }
-        write_config(runs / "vm.yaml", engine_dir, port, first_s, store)
-        ours_vm = time_api(runs / "vm.yaml", runs / "serve-vm.log", port, end_s, args.runs)
-        summary = ours_duck["answers"]["SUMMARY 7 d"]["metric_values"][0]
-        print(f"  SUMMARY 7 d on DuckDB, first metric: {summary}")  # replicas: 24 (3 x 8)
-        for q in QUESTIONS:
-            diff = max_rel_diff(ours_duck["answers"][q], ours_vm["answers"][q])
-            print(f"  {q}: largest relative difference DuckDB vs VictoriaMetrics answers {diff:.2e}")
-        cols["ours, DuckDB"] = {q: ours_duck[q][1] for q in QUESTIONS}
-        cols["ours, on VictoriaMetrics"] = {q: ours_vm[q][1] for q in QUESTIONS}
-
-        print("raw PromQL (prom_bench.py) on the VictoriaMetrics our write path filled:")
-        cols["VictoriaMetrics, nocache=1"] = prom_bench(shared, vm_url, end_s, args.runs, "nocache=1")
-        cols["VictoriaMetrics, cache"] = prom_bench(shared, vm_url, end_s, args.runs)
-
-        print("Prometheus: promtool tsdb create-blocks-from openmetrics --max-block-duration=24h ...")
-        tsdb = runs / "prometheus" / "data"
-        tsdb.mkdir(parents=True)
-        t = time.perf_counter()
-        subprocess.run(
-            [
-                "promtool",
-                "tsdb",
-                "create-blocks-from",
-                "openmetrics",
-                "--max-block-duration=24h",
-                str(w1),
-                str(tsdb),
-            ],
-            check=True,
-            capture_output=True,
-        )
-        bps["Prometheus"] = dir_bytes(tsdb) / n
-        print(f"  {time.perf_counter() - t:.0f} s; {dir_bytes(tsdb):,} B = {bps['Prometheus']:.3f} B/sample")
-        prom, prom_url = prometheus(runs / "prometheus", tsdb)
-        procs.append(prom)
-        cols["Prometheus"] = prom_bench(shared, prom_url, end_s, args.runs)
-        prom.stop()
-
-        if not args.no_reference:
-            print("VictoriaMetrics' own /api/v1/import/prometheus (reference):")
-            ref, ref_url = victoria(runs / "vm-reference")
-            procs.append(ref)
-            took = import_reference(w1, ref_url)
-            print(f"  {took:.0f} s ({n / took:,.0f} samples/s)")
-            httpx.get(ref_url + "/internal/force_flush").raise_for_status()
-            time.sleep(2)
-            cols["VM own import, nocache=1"] = prom_bench(shared, ref_url, end_s, args.runs, "nocache=1")
-            ref.stop()
-            bps["VM own import, nocache=1"] = dir_bytes(runs / "vm-reference" / "data") / n
-        vm.stop()
-        vm_bytes = dir_bytes(runs / "vm-ours" / "data")
-        for name in ("ours, on VictoriaMetrics", "VictoriaMetrics, nocache=1"):
-            bps[name] = vm_bytes / n
+        spent = load_ours(run, w1, vm_url)
+        top_up(shared, run, vm_url, end_s)
+        cols = time_ours(run, vm_url, first_s, end_s, args.runs)
+        cols.update(time_engines(shared, run, w1, vm_url, end_s, args.runs, not args.no_reference))
     finally:
-        for p in procs:
-            p.stop()
+        vm.stop()
+    n = spent["samples"]
     print(f"\nW1, {args.days:g} days, {n:,.0f} samples; p50 over {args.runs} runs after a warm-up:\n")
-    print(table(cols, bps))
+    print(table(cols, disk(run, spent["duckdb_bytes"], n)))
 
 
 if __name__ == "__main__":
