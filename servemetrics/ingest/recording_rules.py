@@ -75,7 +75,9 @@ DIFFERENCES: dict[str, str] = {
     "le_unknown_bounds": "A rescaled histogram's buckets outside the rule's le_bounds are dropped "
     "(`adapt` rescales any bound).",
     "label_clash": "An exposed label named like an agent label (job, instance) is kept by `adapt` under "
-    "its name and appears as exported_<name> in the engine.",
+    "its name and appears as exported_<name> in the engine; an exposed label named like a registry label, "
+    "on a target without that label, is dropped by `adapt` (unless the rule keeps all labels) and kept "
+    "by the rules.",
 }
 """Where the recording rules knowingly differ from ``adapt`` (a test pins the keys)."""
 

@@ -299,7 +299,7 @@ def engine(
     try:
         engine.start()
         vmalert = _vmalert(root, engine) if flavor is Flavor.VICTORIAMETRICS else None
-        _wait_for_scrapes(engine.url, len(bodies))
+        _wait_for_rules(engine.url, bodies)
         yield engine.url
     finally:
         if vmalert is not None:
@@ -337,34 +337,38 @@ def _engine_side(url: str) -> dict[Key, float]:
     return out
 
 
-def _wait_for_scrapes(url: str, targets: int, deadline_s: float = 40.0) -> None:
-    """Until every target was scraped successfully and the rules' output stopped growing (the rules
-    run every second; VictoriaMetrics shows written samples about a second later)."""
-    stop = time.monotonic() + deadline_s
-    up: list[dict[str, object]] = []
-    while time.monotonic() < stop:
-        up = _query(url, 'up{job="fixtures"} == 1')
-        if len(up) == targets:
-            break
-        time.sleep(0.3)
-    seen = -1
-    while time.monotonic() < stop and len(up) == targets:
-        time.sleep(2.0)
-        now = len(_query(url, '{__name__=~".+", job=""}'))
-        if now == seen and now > 0:
-            return
-        seen = now
-    down = [s["metric"] for s in _query(url, 'up{job="fixtures"} == 0')]
-    raise AssertionError(f"{len(up)} of {targets} fixture targets up (down: {down}); {seen} recorded series")
-
-
-def test_recorded_series_equal_adapt_on_the_fixtures(engine: str, bodies: dict[str, Body]) -> None:
-    recorded_series = _engine_side(engine)
+def _expected(bodies: dict[str, Body]) -> dict[Key, float]:
+    """``adapt``'s series of every body that the rule file records (the others: engine passthrough)."""
     python = _python_side(bodies)
     recorded = {r.record for g in compile_groups() for r in g.rules}
     not_recorded = {k for k in python if k[0] not in recorded}
     assert {k[0].split(":")[0] for k in not_recorded} == {"vllm", "sglang"}  # engine_passthrough only
-    expected = {k: v for k, v in python.items() if k not in not_recorded}
+    return {k: v for k, v in python.items() if k not in not_recorded}
+
+
+def _wait_for_rules(url: str, bodies: dict[str, Body], deadline_s: float = 60.0) -> None:
+    """Until every target was scraped and the engine holds every series ``adapt`` makes of them, then two
+    more evaluations (the rules run every second; vmalert starts its groups at random offsets, and
+    VictoriaMetrics shows written samples about a second later)."""
+    stop = time.monotonic() + deadline_s
+    want = set(_expected(bodies))
+    have: set[Key] = set()
+    while time.monotonic() < stop:
+        have = set(_engine_side(url))
+        if want <= have:
+            time.sleep(2.0)
+            return
+        time.sleep(0.5)
+    up = _query(url, 'up{job="fixtures"} == 1')
+    raise AssertionError(
+        f"{len(up)} of {len(bodies)} fixture targets up; {len(want - have)} expected series not recorded, "
+        f"e.g. {sorted(want - have)[:3]}"
+    )
+
+
+def test_recorded_series_equal_adapt_on_the_fixtures(engine: str, bodies: dict[str, Body]) -> None:
+    recorded_series = _engine_side(engine)
+    expected = _expected(bodies)
 
     collapsed = ("baseten_container_cpu_memory_working_set_bytes", "collapse")
     [key] = [k for k in expected if k[0] == collapsed[0] and ("replica", collapsed[1]) in k[1]]
