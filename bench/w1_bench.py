@@ -109,9 +109,11 @@ class Proc:
             self.proc.wait()
 
 
-def victoria(root: Path) -> tuple[Proc, str]:
+def victoria(root: Path, dedup: bool = True) -> tuple[Proc, str]:
     """A VictoriaMetrics on loopback with its data in ``root/data`` (flags as in docs/store.md, but with
-    its query cache, which the ``nocache=1`` runs bypass); returns the process and its base URL."""
+    its query cache, which the ``nocache=1`` runs bypass; ``dedup=False`` drops
+    ``-dedup.minScrapeInterval``, which our write path needs and the peers' reference run did not
+    have); returns the process and its base URL."""
     root.mkdir(parents=True, exist_ok=True)
     port = free_port()
     args = [
@@ -120,7 +122,7 @@ def victoria(root: Path) -> tuple[Proc, str]:
         f"-httpListenAddr=127.0.0.1:{port}",
         "-retentionPeriod=100y",
         "-search.latencyOffset=0s",
-        "-dedup.minScrapeInterval=1ms",
+        *(["-dedup.minScrapeInterval=1ms"] if dedup else []),
     ]
     url = f"http://127.0.0.1:{port}"
     return Proc(args, root / "engine.log", url + "/health"), url
@@ -505,7 +507,7 @@ def time_engines(
         prom.stop()
     if reference:
         fresh = not (run / "vm-reference" / "data").exists()
-        ref, ref_url = victoria(run / "vm-reference")
+        ref, ref_url = victoria(run / "vm-reference", dedup=False)
         try:
             if fresh:
                 took = import_reference(w1, ref_url)
