@@ -21,11 +21,21 @@ function query(params) {
   return s ? `?${s}` : "";
 }
 
+// A call index.html started before the modules loaded (window.smEarly), taken once.
+function early(url, key) {
+  const e = window.smEarly;
+  if (!e || e.key !== key || !(url in e.calls)) return null;
+  const call = e.calls[url];
+  delete e.calls[url];
+  return call;
+}
+
 export function createClient(key) {
   async function get(path, params) {
+    const url = path + query(params);
     let resp;
     try {
-      resp = await fetch(path + query(params), { headers: { Authorization: `Bearer ${key}` } });
+      resp = await (early(url, key) || fetch(url, { headers: { Authorization: `Bearer ${key}` } }));
     } catch (err) {
       throw new ApiError(0, `could not reach the service (${err.message}); is servemetrics running?`);
     }

@@ -79,7 +79,7 @@ export function formatValue(v, unit) {
     case "percent":
       return `${num(v * 100)} %`;
     case "cores":
-      return `${num(v)} cores`;
+      return `${num(v)} ${num(v) === "1" ? "core" : "cores"}`;
     case "celsius":
       return `${num(v)} °C`;
     case "rate":
