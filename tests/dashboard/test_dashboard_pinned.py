@@ -269,3 +269,14 @@ def test_units_labels_and_event_details_as_shown(browser, service):
     assert got["details"] == ["min replica: 1 → 2"]  # max_replica unchanged: not listed
     assert got["status"] == ["status: ACTIVE → INACTIVE"]
     page.context.close()
+
+
+def test_a_scope_without_data_says_so(browser, service):
+    page = open_page(browser, service)
+    wait_drawn(page)
+    page.select_option("#scope", "deployment:d2")  # d2 never reported a sample
+    page.wait_for_function("document.getElementById('graphs').dataset.renderState === 'empty'")
+    assert page.inner_text("#status") == "No data for this scope in this time range."
+    assert page.locator("#graphs section.graph").count() == 0
+    assert page.is_hidden("#error")
+    page.context.close()
