@@ -3,8 +3,9 @@
 The instances share the configuration (organization, model, deployments, ``registry_url``, ``store``);
 only ``listen`` and ``data_dir`` (where each keeps its own remote_write buffer, docs/store.md "Several
 instances") differ. Samples are written through instance A (``POST /v1/import``), the promotion is made
-through instance B, and every metrics answer (environment and deployment scope; SERIES, SUMMARY,
-CURRENT) must be the same from both, with the promotion split in it.
+through instance B, and every metrics answer (environment and deployment scope, also ``production`` as a
+deployment; SERIES, SUMMARY, CURRENT) must be the same from both, with the promotion split in it. Then
+a promotion of the gateway's model through B must reach A's routing within its cache TTL.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def _config(tmp: Path, name: str, registry_url: str, engine: Engine, replica_url
     cfg = {
         "listen": f"127.0.0.1:{free_port()}",
         "data_dir": str(tmp / name),
-        "registry_url": registry_url,
+        "registry_url": registry_url.replace("postgresql+psycopg://", "postgresql://"),  # issue 6 form
         "store": {
             "kind": "prometheus",
             "flavor": "victoriametrics",
@@ -204,7 +205,12 @@ def test_two_instances_give_the_same_answers(two_instances, victoriametrics_engi
 
         window = {"start_epoch_millis": t0_s * 1000, "end_epoch_millis": end_ms}
         answers = {}
-        for scope in ("environments/production", "deployments/d1", "deployments/d2"):
+        for scope in (
+            "environments/production",
+            "deployments/d1",
+            "deployments/d2",
+            "deployments/production",  # the environment's current deployment, resolved per request
+        ):
             path = f"/v1/models/{model_id}/{scope}/metrics"
             for mode, extra in (("SERIES", window), ("SUMMARY", window), ("CURRENT", {})):
                 answers[scope, mode] = _same_from_both(client, a, b, path, {"mode": mode, **extra})
@@ -238,6 +244,7 @@ def test_two_instances_give_the_same_answers(two_instances, victoriametrics_engi
     assert _values(answers["environments/production", "CURRENT"], "baseten_replicas_active") == [
         [REPLICAS["d2"]]
     ]
+    assert answers["deployments/production", "SERIES"] == answers["deployments/d2", "SERIES"]  # promoted
 
 
 def _served_by(client: httpx.Client, base: str) -> str:
