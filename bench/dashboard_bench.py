@@ -8,7 +8,7 @@ its promotion timeline) into a DuckDB store, serves it with ``python -m servemet
 HTTP cache, key already in localStorage). The figure is the page's performance mark
 ``servemetrics:graphs-drawn`` (set when every visible graph has drawn; docs/dashboard.md), in ms since
 navigation start: it includes loading the page and uPlot, the catalog, models, scopes, the SERIES
-calls (three in parallel) of every default metric over 7 days (30 min steps), the histogram bounds, and
+call of every default metric over 7 days (30 min steps), the histogram bounds, and
 drawing. Target < 1 s.
 Prints each run, then p50. Needs Debian's chromium and uPlot (``bash scripts/install``).
 """

@@ -11,11 +11,10 @@ import { createGraph } from "./graphs.js";
 import { writeHash } from "./hash.js";
 import { buildPanels, resolveLayout, toSaved } from "./panels.js";
 import { defaultCustom, windowOf } from "./range.js";
-import { mergeAnswers, nonNullCount, panelData } from "./series.js";
+import { nonNullCount, panelData } from "./series.js";
 import * as storage from "./storage.js";
 
 const REFRESH_MS = 30_000;
-const CHUNKS = 3;
 const $ = (id) => document.getElementById(id);
 
 export function createMetricsPage({ getClient, onError }) {
@@ -228,7 +227,7 @@ export function createMetricsPage({ getClient, onError }) {
     const missingBounds = hist.filter((n) => !(n in s.bounds));
     try {
       const [answer, bounds, events] = await Promise.all([
-        names.length ? fetchSeries(client, win, names) : null,
+        names.length ? client.metrics(s.model, s.scope, win.start, win.end, names) : null,
         missingBounds.length ? client.histogramBounds(s.model, missingBounds) : { bounds: {} },
         fetchEvents(client, win),
       ]);
@@ -247,14 +246,6 @@ export function createMetricsPage({ getClient, onError }) {
       setStatus("");
       onError(err, showError);
     }
-  }
-
-  // The SERIES of `names` in CHUNKS parallel calls (the service answers them on several threads), merged
-  // into one answer: every call has the same window and scope, so the same value sets.
-  async function fetchSeries(client, win, names) {
-    const chunks = [...Array(Math.min(CHUNKS, names.length)).keys()].map((i) => names.filter((_, j) => j % CHUNKS === i));
-    const answers = await Promise.all(chunks.map((c) => client.metrics(s.model, s.scope, win.start, win.end, c)));
-    return mergeAnswers(answers);
   }
 
   function emptyAnswer(win) {

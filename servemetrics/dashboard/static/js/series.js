@@ -25,23 +25,3 @@ export function panelData(panel, answer) {
 
 export const nonNullCount = (ys) => ys.reduce((n, y) => n + y.filter((v) => v !== null).length, 0);
 
-// Several SERIES answers of one window and scope (other metrics) -> one answer.
-export function mergeAnswers(answers) {
-  const withData = answers.filter((a) => a.metric_descriptors.length);
-  if (!withData.length) return answers[0];
-  const [first, ...rest] = withData;
-  const starts = first.metric_values.map((vs) => vs.start_epoch_millis).join();
-  for (const a of rest) {
-    if (a.metric_values.map((vs) => vs.start_epoch_millis).join() !== starts) {
-      throw new Error("the service answered parallel calls with different value sets; refresh to try again");
-    }
-  }
-  return {
-    ...first,
-    metric_descriptors: withData.flatMap((a) => a.metric_descriptors),
-    metric_values: first.metric_values.map((vs, i) => ({
-      start_epoch_millis: vs.start_epoch_millis,
-      values: withData.flatMap((a) => a.metric_values[i].values),
-    })),
-  };
-}
