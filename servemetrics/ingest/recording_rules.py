@@ -117,7 +117,7 @@ def quote(text: str) -> str:
 
 def exposed_names(adapters: Mapping[str, tuple[Rule, ...]] = ADAPTERS) -> tuple[str, ...]:
     """Source names that are also recorded names, sorted: the agent renames them ``sm_exposed:<name>``."""
-    rules = [r for rule in _all_rules(adapters) for r in rule[1]]
+    rules = [r for _, adapter_rules in _all_rules(adapters) for r in adapter_rules]
     recorded = {r.target for r in rules}
     return tuple(sorted({r.match for r in rules} & recorded))
 

@@ -159,6 +159,10 @@ def _python_exposition() -> dict[str, str]:
     return {"knative_oc_python": generate_latest(reg).decode(), "process": generate_latest(process).decode()}
 
 
+Key = tuple[str, tuple[tuple[str, str], ...]]
+"""A series: name and sorted labels."""
+
+
 @dataclass(frozen=True)
 class Body:
     text: str
@@ -312,9 +316,6 @@ def _query(url: str, expr: str) -> list[dict[str, object]]:
     body = httpx.get(url + "/api/v1/query", params={"query": expr}).json()
     assert body["status"] == "success", body
     return list(body["data"]["result"])
-
-
-Key = tuple[str, tuple[tuple[str, str], ...]]
 
 
 def _python_side(bodies: dict[str, Body]) -> dict[Key, float]:
