@@ -75,7 +75,7 @@ def test_a_bad_registry_url_is_one_error_line(tmp_path: Path, served: list[dict]
     assert (code, stderr) == (
         2,
         f"error: {path}: `registry_url`: 'not a url' is not a SQLAlchemy URL; write "
-        "sqlite:///path/registry.sqlite3 or postgresql+psycopg://user:pass@host:5432/db\n",
+        "sqlite:///path/registry.sqlite3 or postgresql://user:pass@host:5432/db\n",
     )
 
 
