@@ -1,0 +1,33 @@
+"""The YAML config file: ``load_config(path) -> Config`` and ``apply_config(config, registry)``.
+
+Keys (defaults in brackets; docs/configuration.md has an example of each): ``listen`` [127.0.0.1:8321],
+``data_dir`` [./data], ``scrape_interval`` [15s], ``scrape_timeout`` [10s], ``retention`` [15d],
+``registry_url`` [sqlite:///<data_dir>/registry.sqlite3], ``store`` [kind: duckdb], ``organizations``,
+``models``, ``loops``
+(trainer deployments, docs/loops.md).
+Durations are seconds (``15``) or a number with a unit ``ms s m h d`` (``15s``, ``15d``) and are held as
+float seconds. Every mistake raises ``ConfigError`` naming the key and what to write instead.
+"""
+
+from servemetrics.config.apply import apply_config, open_registry
+from servemetrics.config.schema import (
+    Config,
+    ConfigError,
+    check_registry_url,
+    engine_options,
+    load_config,
+    parse_config,
+    parse_duration,
+)
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "apply_config",
+    "check_registry_url",
+    "engine_options",
+    "load_config",
+    "open_registry",
+    "parse_config",
+    "parse_duration",
+]

@@ -1,0 +1,211 @@
+"""``apply_config(config, registry)``: sync what the config declares into the registry, and
+``open_registry(config)``: open the registry the config names, with errors that say what to fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import SQLAlchemyError
+
+from servemetrics.config.schema import (
+    Config,
+    ConfigError,
+    EnvironmentConfig,
+    ModelConfig,
+    PromotionConfig,
+    TrainerDeploymentConfig,
+    check_registry_url,
+)
+from servemetrics.registry.records import RegistryError, TrainerNode, TrainerTarget
+from servemetrics.registry.registry import Registry
+
+
+def apply_config(config: Config, registry: Registry) -> None:
+    """Sync the file's organizations, keys, models, deployments, replicas, targets and environments.
+
+    Idempotent: applying the same config twice changes nothing. Config-declared keys absent from the file
+    are deleted (keys created through the API are kept). Promotions are the environment's history: each
+    one not yet recorded is applied in time order; a promotion of the deployment whose rolling promotion
+    is running is a step of it (100 completes it). Raises ConfigError when a new promotion is older than
+    the environment's latest recorded one (history can only be appended), or when the registry refuses a
+    change (e.g. a deployment id taken by another model). Transactional: a config that fails changes
+    nothing.
+    """
+    try:
+        with registry.transaction() as tx:
+            _apply(config, tx)
+    except RegistryError as err:
+        raise ConfigError(f"cannot apply the config to the registry: {err}") from None
+
+
+def open_registry(config: Config) -> Registry:
+    """Create ``data_dir`` and open (and migrate) the registry at ``registry_url``.
+
+    Raises ConfigError when ``data_dir`` is not a directory or cannot be created, the URL is not a
+    supported SQLAlchemy URL, or the database cannot be reached.
+    """
+    data_dir = Path(config.data_dir)
+    if data_dir.exists() and not data_dir.is_dir():
+        raise ConfigError(f"data_dir {data_dir} exists and is not a directory; point data_dir at a directory")
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(
+            f"cannot create data_dir {data_dir}: {err.strerror}; choose a writable directory"
+        ) from None
+    try:
+        url = check_registry_url(str(config.registry_url))
+    except ValueError as err:
+        raise ConfigError(f"registry_url: {err}") from None
+    shown = make_url(url).render_as_string(hide_password=True)
+    try:
+        return Registry.open(url)
+    except OSError as err:
+        raise ConfigError(f"cannot open the registry at {shown}: {err}; check the path is writable") from None
+    except SQLAlchemyError as err:
+        reason = str(getattr(err, "orig", None) or err).strip().splitlines()[0]
+        hint = (
+            "check that PostgreSQL is running there and that the URL's host, port, user, password and "
+            "database are right"
+            if make_url(url).get_backend_name() == "postgresql"
+            else "check the path is a writable SQLite file"
+        )
+        raise ConfigError(f"cannot open the registry at {shown} ({reason}); {hint}") from None
+
+
+def _apply(config: Config, registry: Registry) -> None:
+    for org in config.organizations:
+        registry.ensure_organization(org.name)
+        for key in org.api_keys:
+            registry.add_api_key_digest(
+                org.name, key.digest, key.type, model_ids=key.model_ids, name=key.name, source="config"
+            )
+        registry.prune_config_keys(org.name, [key.digest for key in org.api_keys])
+    for model in config.models:
+        _apply_model(model, registry)
+    for trainer in config.loops:
+        _apply_trainer(trainer, registry)
+
+
+def _apply_trainer(trainer: TrainerDeploymentConfig, registry: Registry) -> None:
+    nodes = [
+        TrainerNode(
+            n.id,
+            n.role,
+            tuple(n.gpu_ranks),
+            n.pod,
+            n.namespace,
+            tuple(TrainerTarget(tg.url, tg.kind) for tg in n.targets),
+        )
+        for n in trainer.nodes
+    ]
+    current = registry.trainer_deployment(trainer.id, None)
+    sampler = trainer.sampler
+    wanted = (
+        trainer.name or trainer.id,
+        sampler.model if sampler else None,
+        sampler.deployment if sampler else None,
+        tuple(sorted(nodes, key=lambda n: n.role != "leader")),  # as the registry returns them
+    )
+    if current is not None and wanted == (
+        current.name,
+        current.sampler_model_id,
+        current.sampler_deployment_id,
+        current.nodes,
+    ):
+        return  # unchanged: applying the same config twice changes nothing
+    registry.put_trainer_deployment(
+        trainer.organization,
+        trainer.id,
+        wanted[0],
+        nodes,
+        sampler_model_id=wanted[1],
+        sampler_deployment_id=wanted[2],
+    )
+
+
+def _first_promotion_ms(model: ModelConfig, deployment: str | None = None) -> int | None:
+    """The earliest promotion time in the file (of ``deployment``, or of any), so that a model, deployment
+    or environment first seen now is dated no later than the history the file declares for it."""
+    times = [p.at for e in model.environments for p in e.promotions if deployment in (None, p.deployment)]
+    return min(times, default=None)
+
+
+def _apply_model(model: ModelConfig, registry: Registry) -> None:
+    registry.ensure_model(
+        model.id, model.name or model.id, model.organization, at_ms=_first_promotion_ms(model)
+    )
+    for dep in model.deployments:
+        it = dep.instance_type
+        if registry.deployment(model.id, dep.id) is None:
+            registry.create_deployment(
+                model.id,
+                dep.id,
+                dep.name or dep.id,
+                gpu_type=it.gpu_type,
+                gpu_count=it.gpu_count,
+                instance_type=it.name,
+                at_ms=_first_promotion_ms(model, dep.id),
+            )
+        else:
+            registry.rename_deployment(model.id, dep.id, dep.name or dep.id)
+            registry.set_instance_type(model.id, dep.id, it.gpu_type, it.gpu_count, it.name)
+        for replica in dep.replicas:
+            registry.ensure_replica(model.id, dep.id, replica.id)
+            for url in replica.targets:
+                registry.ensure_target(model.id, dep.id, replica.id, url)
+    for env in model.environments:
+        _apply_environment(model.id, env, registry)
+
+
+def _apply_environment(model_id: str, env: EnvironmentConfig, registry: Registry) -> None:
+    if registry.environment(model_id, env.name) is None:
+        first = min((p.at for p in env.promotions), default=None)
+        registry.create_environment(
+            model_id, env.name, promotion_settings={"rolling_deploy": env.rolling_deploy}, at_ms=first
+        )
+    else:
+        registry.update_environment(
+            model_id, env.name, promotion_settings={"rolling_deploy": env.rolling_deploy}
+        )
+    recorded: set[tuple[str, int]] = set()
+    latest = None
+    for rec in registry.promotions(model_id, env.name):
+        for at, _action, _percent in registry.promotion_steps(rec.id):
+            recorded.add((rec.deployment_id, at))
+            latest = at if latest is None else max(latest, at)
+    for p in sorted(env.promotions, key=lambda p: p.at):
+        if (p.deployment, p.at) in recorded:
+            continue
+        if latest is not None and p.at < latest:
+            raise ConfigError(
+                f"models[{model_id}].environments[{env.name}]: the promotion of {p.deployment!r} at "
+                f"{p.at} ms is older than the latest recorded change ({latest} ms); promotions "
+                "can only be appended to the history"
+            )
+        _apply_promotion(registry, model_id, env.name, p)
+        latest = p.at
+
+
+def _apply_promotion(registry: Registry, model_id: str, env_name: str, p: PromotionConfig) -> None:
+    info = registry.environment(model_id, env_name)
+    assert info is not None
+    running = info.in_progress_promotion
+    try:
+        if running is not None and running.deployment_id == p.deployment:
+            registry.set_promotion_percent(model_id, env_name, p.percent, at_ms=p.at)
+        elif running is None and info.current_deployment_id == p.deployment:
+            return
+        else:
+            registry.promote(
+                model_id,
+                env_name,
+                p.deployment,
+                percent=p.percent,
+                rolling=p.percent < 100,
+                at_ms=p.at,
+                supersede=True,
+            )
+    except RegistryError as err:
+        raise ConfigError(f"models[{model_id}].environments[{env_name}]: {err}") from None
