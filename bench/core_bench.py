@@ -27,6 +27,7 @@ import time
 from datetime import UTC, datetime
 from math import erf, sqrt
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -207,6 +208,31 @@ def time_questions(store: DuckDBStore, now: int, end_ms: int, runs: int) -> None
         print(f"  {name:24s} p50 {p50:8.1f} ms   p95 {p95:8.1f} ms   ({len(sels[0].value_sets)} value sets)")
 
 
+def service_config(
+    data_dir: Path, port: int, promotions: list[dict[str, Any]], store: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The benchmarks' service config as a dict: organization ``bench`` with ``API_KEY``, model m1 with
+    deployments d1-d3 of 8 replicas each (no scrape targets: the data is imported), environment
+    ``production`` with ``promotions``; ``store`` is the config's ``store:`` section (default: DuckDB)."""
+    cfg: dict[str, Any] = {"listen": f"127.0.0.1:{port}", "data_dir": str(data_dir)}
+    if store is not None:
+        cfg["store"] = store
+    cfg["organizations"] = [{"name": "bench", "api_keys": [{"key": API_KEY, "type": "WORKSPACE_MANAGE_ALL"}]}]
+    cfg["models"] = [
+        {
+            "id": "m1",
+            "name": "m1",
+            "organization": "bench",
+            "deployments": [
+                {"id": d, "name": d, "replicas": [{"id": f"{d}-r{r}", "targets": []} for r in range(8)]}
+                for d in DEPS
+            ],
+            "environments": [{"name": "production", "promotions": promotions}],
+        }
+    ]
+    return cfg
+
+
 def write_config(path: Path, data_dir: Path, port: int, end_ms: int) -> None:
     """The service config for ``--http``: model m1, deployments d1-d3, the promotion timeline."""
     import yaml
@@ -222,24 +248,7 @@ def write_config(path: Path, data_dir: Path, port: int, end_ms: int) -> None:
         {"deployment": "d3", "at": at(tl[2][0]), "percent": 50},
         {"deployment": "d3", "at": at(tl[3][0]), "percent": 100},
     ]
-    cfg = {
-        "listen": f"127.0.0.1:{port}",
-        "data_dir": str(data_dir),
-        "organizations": [{"name": "bench", "api_keys": [{"key": API_KEY, "type": "WORKSPACE_MANAGE_ALL"}]}],
-        "models": [
-            {
-                "id": "m1",
-                "name": "m1",
-                "organization": "bench",
-                "deployments": [
-                    {"id": d, "name": d, "replicas": [{"id": f"{d}-r{r}", "targets": []} for r in range(8)]}
-                    for d in DEPS
-                ],
-                "environments": [{"name": "production", "promotions": promotions}],
-            }
-        ],
-    }
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    path.write_text(yaml.safe_dump(service_config(data_dir, port, promotions), sort_keys=False))
 
 
 def bench_http(out: Path, data_dir: Path, end_ms: int, runs: int) -> None:

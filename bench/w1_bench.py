@@ -54,14 +54,15 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+sys.path.insert(0, str(REPO / "bench"))
+from core_bench import API_KEY, service_config  # noqa: E402
+
 from servemetrics.ingest.backfill import iter_backfill  # noqa: E402
 from servemetrics.store.duckdb import DuckDBStore  # noqa: E402
 from servemetrics.store.prometheus import EngineOptions, PrometheusStore  # noqa: E402
 from servemetrics.store.promql import Flavor  # noqa: E402
 
-API_KEY = "w1-bench-key-0123456789"
 DAY_S = 86_400
-DEPS = ("d1", "d2", "d3")
 QUESTIONS = ("SERIES 7 d", "SERIES 1 h", "SUMMARY 7 d", "CURRENT")
 PROM_BENCH_NAMES = {"SERIES 7d": "SERIES 7 d", "SERIES 1h": "SERIES 1 h", "SUMMARY 7d": "SUMMARY 7 d"}
 TOP_UP_AHEAD_S = 540  # the importer refuses samples more than 10 minutes ahead
@@ -219,25 +220,7 @@ def write_config(path: Path, data_dir: Path, port: int, first_s: int, store: dic
         {"deployment": "d2", "at": _iso(first_s - 2), "percent": 50},  # rolling: d1 and d2 serve
         {"deployment": "d3", "at": _iso(first_s - 1), "percent": 50},  # rolling again: d1, d2 and d3
     ]
-    cfg = {
-        "listen": f"127.0.0.1:{port}",
-        "data_dir": str(data_dir),
-        "store": store,
-        "organizations": [{"name": "bench", "api_keys": [{"key": API_KEY, "type": "WORKSPACE_MANAGE_ALL"}]}],
-        "models": [
-            {
-                "id": "m1",
-                "name": "m1",
-                "organization": "bench",
-                "deployments": [
-                    {"id": d, "name": d, "replicas": [{"id": f"{d}-r{r}", "targets": []} for r in range(8)]}
-                    for d in DEPS
-                ],
-                "environments": [{"name": "production", "promotions": promotions}],
-            }
-        ],
-    }
-    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    path.write_text(yaml.safe_dump(service_config(data_dir, port, promotions, store), sort_keys=False))
 
 
 def timed(fn: Callable[[], object], runs: int) -> tuple[float, float, float]:
