@@ -43,3 +43,19 @@ def test_missing_uplot_is_a_503_saying_to_run_install(client, tmp_path, monkeypa
     assert resp.status_code == 503
     assert "run `bash scripts/install`" in resp.json()["error"]
     assert client.get("/dashboard/vendor/uPlot.min.css").status_code == 503
+
+
+def test_odd_asset_paths_are_404_not_500(client):
+    # found by a bad-input pass: a NUL byte reached Path.resolve() (ValueError) and a 300-character name
+    # reached is_file() (OSError ENAMETOOLONG), both answered as plain-text 500s
+    long_segments = "/".join("b" * 200 for _ in range(30))
+    for path in (
+        "/dashboard/%00",
+        "/dashboard/a%00b.js",
+        "/dashboard/" + "a" * 300,
+        "/dashboard/" + long_segments,
+    ):
+        resp = client.get(path)
+        assert resp.status_code == 404, path[:40]
+        assert resp.json()["error"].startswith("no dashboard file "), path[:40]
+        assert len(resp.json()["error"]) < 140, path[:40]  # the echoed path is cut at 100 characters

@@ -60,13 +60,26 @@ def gpu_usage_page() -> RedirectResponse:
     return RedirectResponse("/#/gpu-usage", status_code=307)
 
 
+def _asset_index(static_dir: Path) -> dict[str, Path]:
+    """Every file shipped under ``static_dir`` by its ``/``-separated relative path, plus the vendored
+    files by name (they may be installed after start-up). Requests are looked up here, so no part of a
+    request path ever reaches the filesystem (no ``..``, NUL bytes or over-long names to handle)."""
+    index = {p.relative_to(static_dir).as_posix(): p for p in static_dir.rglob("*") if p.is_file()}
+    index.update({name: static_dir / name for name in VENDOR_FILES})
+    return index
+
+
+_ASSETS = _asset_index(STATIC_DIR)
+
+
 @router.get("/dashboard/{path:path}")
 def dashboard_asset(path: str) -> FileResponse:
-    """A file under ``servemetrics/dashboard/static/``; 404 for anything else (no ``..``, no listing)."""
-    target = (STATIC_DIR / path).resolve()
-    if not target.is_relative_to(STATIC_DIR.resolve()) or not target.is_file():
-        if path in VENDOR_FILES:
-            _require_vendor()
-        raise not_found(f"no dashboard file {path!r}")
+    """A file under ``servemetrics/dashboard/static/``; 404 ``{"error"}`` for anything else (no ``..``,
+    no listing); 503 for a vendored file that ``scripts/install`` has not copied yet."""
+    target = _ASSETS.get(path)
+    if target is None:
+        raise not_found(f"no dashboard file {path[:100]!r}")
+    if path in VENDOR_FILES:
+        _require_vendor()
     media_type = _TYPES.get(target.suffix, "application/octet-stream")
     return FileResponse(target, media_type=media_type, headers=_NO_CACHE)
