@@ -1,8 +1,10 @@
-"""Type aliases shared by every layer (aliases only, no behaviour).
+"""Type aliases shared by every layer, and two tiny helpers every layer may use.
 
 - ``Millis``: a Unix epoch time in integer milliseconds.
 - ``Labels``: a label set as a tuple of ``(name, value)`` pairs sorted by name; hashable, so it can key dicts.
 - ``SeriesKey``: ``(metric_name, Labels)``, the identity of one series.
+- ``labels_of``: the canonical ``Labels`` of a mapping.
+- ``redact_url``: a URL as it may be shown (API responses, logs, metric labels): its password is ``***``.
 """
 
 from __future__ import annotations
@@ -15,3 +17,25 @@ SeriesKey = tuple[str, Labels]
 def labels_of(mapping: dict[str, str]) -> Labels:
     """Return the canonical ``Labels`` tuple (sorted by label name) for a mapping."""
     return tuple(sorted(mapping.items()))
+
+
+REDACTED = "***"
+"""What ``redact_url`` shows instead of a URL's password."""
+
+
+def redact_url(url: str) -> str:
+    """``url`` with the password of its ``user:password@`` part replaced by ``***`` (the user is kept).
+
+    For showing a target URL in API responses, log lines and metric labels; the scraper still uses the
+    real URL. A URL without a password (or that is not a URL) is returned unchanged. Never raises.
+    """
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    end = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=len(rest))
+    netloc, tail = rest[:end], rest[end:]
+    userinfo, at, hostport = netloc.rpartition("@")
+    if not at or ":" not in userinfo:
+        return url
+    user = userinfo.partition(":")[0]
+    return f"{scheme}://{user}:{REDACTED}@{hostport}{tail}"

@@ -33,7 +33,7 @@ from servemetrics.ingest.adapters.kubelet_summary import SummaryError, is_summar
 from servemetrics.ingest.exposition import ExpositionError, ParseResult, parse_exposition
 from servemetrics.ingest.samples import MAX_FUTURE_MS, Sample, SampleBatch
 from servemetrics.selfmetrics import SelfMetrics
-from servemetrics.types import SeriesKey, labels_of
+from servemetrics.types import SeriesKey, labels_of, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +81,10 @@ def _parse(body: bytes, content_type: str | None, ts: int) -> ParseResult:
 
 
 def _target_key(target: Target) -> tuple[str, str, str, str]:
+    """``(model_id, deployment_id, replica, url)`` for logs and metric labels (password redacted)."""
     lab = target.label_dict
-    return (lab.get("model_id", ""), lab.get("deployment_id", ""), lab.get("replica", ""), target.url)
+    url = redact_url(target.url)
+    return (lab.get("model_id", ""), lab.get("deployment_id", ""), lab.get("replica", ""), url)
 
 
 def _identity(sample: Sample) -> SeriesKey:
@@ -131,7 +133,9 @@ class Scraper:
         )
         batch, ahead = SampleBatch.from_samples([*result.samples, up]).before(ts + MAX_FUTURE_MS)
         if ahead:
-            log.warning("dropped %d samples of %s timestamped over 10 minutes ahead", ahead, target.url)
+            log.warning(
+                "dropped %d samples of %s timestamped over 10 minutes ahead", ahead, redact_url(target.url)
+            )
         result.stored = await anyio.to_thread.run_sync(self._append, batch)
         self._observe(target, result, time.perf_counter() - started)
         self.last[target.url] = result
@@ -144,9 +148,11 @@ class Scraper:
             parsed = _parse(resp.content, resp.headers.get("content-type"), ts)
             samples = adapt(parsed.samples, target.label_dict)
         except (httpx.HTTPError, ExpositionError, SummaryError) as exc:
-            model_id, deployment_id, replica, _ = _target_key(target)
+            model_id, deployment_id, replica, shown = _target_key(target)
             where = f"model {model_id} deployment {deployment_id} replica {replica}"
-            message = f"scrape of {target.url} ({where}) failed: {exc}"
+            # httpx puts the URL, password included, in some errors' text
+            reason = str(exc).replace(target.url, shown)
+            message = f"scrape of {shown} ({where}) failed: {reason}"
             log.warning(message)
             return ScrapeResult(up=False, error=message)
         return ScrapeResult(up=True, duplicates=parsed.duplicates, samples=samples)
@@ -173,7 +179,7 @@ class Scraper:
         m.scrapes.labels("ok" if result.up else "error").inc()
         m.target_up.labels(*_target_key(target)).set(1.0 if result.up else 0.0)
         if result.duplicates:
-            m.scrape_duplicates.labels(target.url).inc(result.duplicates)
+            m.scrape_duplicates.labels(redact_url(target.url)).inc(result.duplicates)
         m.samples_appended.labels("scrape").inc(result.stored)
 
     async def _loop(self, target: Target) -> None:
@@ -183,7 +189,7 @@ class Scraper:
             try:
                 await self.scrape_once(target)
             except Exception:  # a store failure must not kill the loop; it is logged and retried
-                log.exception("storing the scrape of %s failed", target.url)
+                log.exception("storing the scrape of %s failed", redact_url(target.url))
             await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
 
     def set_targets(self, targets: Sequence[Target]) -> None:

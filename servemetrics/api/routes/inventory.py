@@ -17,6 +17,7 @@ from servemetrics.api.errors import ApiError
 from servemetrics.api.routes.management import _call, deployment_v1, iso, model_v1
 from servemetrics.registry import ReplicaInfo
 from servemetrics.registry.ids import check_deployment_id, check_id, check_target_url
+from servemetrics.types import redact_url
 
 router = APIRouter(prefix="/v1", tags=["inventory"])
 
@@ -103,13 +104,13 @@ def _targets_by_replica(registry: RegistryDep, deployment_id: str) -> dict[str, 
     out: dict[str, list[str]] = {}
     for t in registry.list_targets():
         if t.deployment_id == deployment_id:
-            out.setdefault(t.replica, []).append(t.url)
+            out.setdefault(t.replica, []).append(redact_url(t.url))
     return out
 
 
 @router.get("/models/{model_id}/deployments/{deployment_id}/replicas")
 def list_replicas(registry: RegistryDep, model: ReadModel, deployment_id: str) -> dict[str, Any]:
-    """``{replicas: [...]}`` with each replica's status and scrape targets."""
+    """``{replicas: [...]}`` with each replica's status and scrape targets (passwords shown as ``***``)."""
     dep = resolve_deployment(registry, model, deployment_id)
     targets = _targets_by_replica(registry, dep.id)
     return {

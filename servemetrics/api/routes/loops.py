@@ -25,6 +25,7 @@ from servemetrics.query.loops import execute_loops
 from servemetrics.query.loops_plan import LoopsNode, build_loops_plan
 from servemetrics.query.windows import WindowError
 from servemetrics.registry import KeyInfo, Registry, TrainerDeploymentInfo, TrainerNode, can_read_metrics
+from servemetrics.types import redact_url
 
 router = APIRouter(prefix="/v1", tags=["loops"])
 _LIST = "list your trainer deployments with GET /v1/loops/deployments"
@@ -68,7 +69,7 @@ def _node_v1(node: TrainerNode) -> dict[str, Any]:
         "gpu_ranks": list(node.gpu_ranks),
         "pod": node.pod,
         "namespace": node.namespace,
-        "targets": [{"url": t.url, "kind": t.kind} for t in node.targets],
+        "targets": [{"url": redact_url(t.url), "kind": t.kind} for t in node.targets],
     }
 
 
