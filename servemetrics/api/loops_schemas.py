@@ -11,6 +11,9 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from servemetrics.ingest.exposition import MAX_TS_MS
 from servemetrics.query.loops_plan import MAX_POINTS, MAX_SECONDS
 
+MAX_BODY_BYTES = 64 * 1024
+"""Largest request body of the metrics POST (bytes): its four numbers need well under 1 KiB."""
+
 EpochMs = Annotated[StrictInt, Field(ge=0, le=MAX_TS_MS)]
 Seconds = Annotated[StrictInt, Field(ge=1, le=MAX_SECONDS)]
 
@@ -33,7 +36,8 @@ class LoopsMetricsRequest(BaseModel):
     step_seconds: Seconds | None = Field(
         default=None,
         description="Seconds between points. Default: derived from the window (1 h -> 30 s, 6 h -> 60 s, "
-        f"24 h -> 300 s, 7 d -> 1800 s); at most {MAX_POINTS} points.",
+        f"24 h -> 300 s, 7 d -> 1800 s), never below the service's scrape interval; at most {MAX_POINTS} "
+        "points. A step shorter than the scrape interval is a 400.",
     )
     time_divisor_seconds: Seconds | None = Field(
         default=None,

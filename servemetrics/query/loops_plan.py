@@ -4,7 +4,11 @@ Rules (spec ``loops-deployment-metrics.md``; DESIGN "Query semantics" for the wi
 
 - ``end_epoch_millis`` defaults to now, ``start_epoch_millis`` to end - 1 h; start < end, at most 7 days.
 - ``step_seconds``: when absent, the SERIES ladder step of the window (1 h -> 30 s, 24 h -> 5 min, 7 d ->
-  30 min; ``windows.pick_step``); when given, 1..604,800 and giving at most ``MAX_POINTS`` points.
+  30 min; ``windows.pick_step``), raised to ``scrape_step`` of the scrape interval when the interval is
+  longer; when given, 1..604,800, at least the scrape interval (rounded up to whole seconds) and giving at
+  most ``MAX_POINTS`` points. A step shorter than the scrape interval has no sample in most points: a
+  counter's whole scrape-interval increase lands in the one point holding its later sample and is divided
+  by that point's few seconds, overstating rates (docs/loops.md "Step and scrape interval").
 - ``time_divisor_seconds``: the unit of request volumes (60: requests per minute); default 1 (per second);
   1..604,800.
 - Points (value sets) start at the window start and at every multiple of the step since the epoch inside
@@ -13,10 +17,11 @@ Rules (spec ``loops-deployment-metrics.md``; DESIGN "Query semantics" for the wi
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from servemetrics.query.value_sets import split_series
-from servemetrics.query.windows import Mode, WindowError, resolve_window
+from servemetrics.query.windows import STEP_LADDER_S, Mode, WindowError, resolve_window
 from servemetrics.store.base import ValueSet
 
 MAX_POINTS = 11_000
@@ -71,6 +76,13 @@ def _check_seconds(name: str, value: int | None) -> None:
         )
 
 
+def scrape_step(scrape_interval_s: float) -> int:
+    """The smallest derived step (seconds) for a service scraping every ``scrape_interval_s`` seconds:
+    the smallest SERIES ladder rung at or above the interval (30 s for any interval up to 30 s), or the
+    interval rounded up to whole seconds when it exceeds the top rung (1 day)."""
+    return next((rung for rung in STEP_LADDER_S if rung >= scrape_interval_s), math.ceil(scrape_interval_s))
+
+
 def point_count(start_ms: int, end_ms: int, step_s: int) -> int:
     """How many points ``[start_ms, end_ms)`` has with step ``step_s``: the window start plus every
     multiple of the step strictly inside."""
@@ -87,17 +99,33 @@ def build_loops_plan(
     step_s: int | None,
     divisor_s: int | None,
     now_ms: int,
+    *,
+    scrape_interval_s: float,
 ) -> LoopsPlan:
     """Apply defaults and validate (see the module docstring).
+
+    Args:
+        start_ms, end_ms: the window, epoch ms (None: the defaults).
+        step_s, divisor_s: ``step_seconds`` and ``time_divisor_seconds`` in seconds (None: the defaults).
+        now_ms: now, epoch ms.
+        scrape_interval_s: the service's scrape interval in seconds (the config's ``scrape_interval``):
+            the least ``step_seconds`` accepted, and the floor of the derived step (``scrape_step``).
 
     Raises:
         WindowError: a bad window (``LoopsRequestError`` for a bad step or divisor); the API's 400.
     """
     _check_seconds("step_seconds", step_s)
     _check_seconds("time_divisor_seconds", divisor_s)
+    least_step = math.ceil(scrape_interval_s)
+    if step_s is not None and step_s < scrape_interval_s:
+        raise LoopsRequestError(
+            f"step_seconds={step_s} is shorter than the scrape interval ({scrape_interval_s:g} s): most "
+            f"points would hold no sample and the others a whole interval's increase, overstating rates; "
+            f"use step_seconds >= {least_step}, or omit step_seconds"
+        )
     window = resolve_window(Mode.SERIES, start_ms, end_ms, now_ms)
     assert window.step_s is not None
-    step = window.step_s if step_s is None else step_s
+    step = max(window.step_s, scrape_step(scrape_interval_s)) if step_s is None else step_s
     points = point_count(window.start_ms, window.end_ms, step)
     if points > MAX_POINTS:
         least = -(-(window.end_ms - window.start_ms) // ((MAX_POINTS - 1) * 1000))

@@ -194,6 +194,33 @@ def test_histogram_bounds_errors(client, path, params, status, needle):
     assert resp.status_code == status and needle in resp.json()["error"], resp.text
 
 
+@pytest.mark.parametrize("value", ["", ",", " ", f"{E2E},,{E2E}"])
+def test_histogram_bounds_empty_metric_name_is_400(client, value):
+    # regression: metrics= answered 200 {"bounds": {}}
+    resp = get(client, "/v1/models/m1/histogram_bounds", metrics=value)
+    assert resp.status_code == 400
+    assert resp.json() == {
+        "error": "metrics: an empty metric name; name a histogram metric (e.g. "
+        "metrics=baseten_end_to_end_response_time_seconds) or leave metrics out for every histogram"
+    }
+
+
+@pytest.mark.parametrize(
+    ("path", "params", "takes"),
+    [
+        ("/v1/metrics_catalog", {"bogus": "1"}, "no query parameters"),
+        ("/v1/metrics_catalog", {"metrics": E2E, "bogus": "1"}, "no query parameters"),
+        ("/v1/models/m1/histogram_bounds", {"metrics": E2E, "bogus": "1"}, "metrics"),
+    ],
+)
+def test_unknown_query_parameters_are_400(client, path, params, takes):
+    # regression: they were silently ignored
+    resp = get(client, path, **params)
+    unknown = ", ".join(sorted(set(params) - ({"metrics"} if takes == "metrics" else set())))
+    assert resp.status_code == 400
+    assert resp.json() == {"error": f"unknown query parameter(s): {unknown}; this endpoint takes {takes}"}
+
+
 def test_histogram_bounds_respects_key_scope(client):
     assert get(client, "/v1/models/m1/histogram_bounds", key=SCOPED_KEY).status_code == 404
     assert get(client, "/v1/models/m2/histogram_bounds", key=SCOPED_KEY).status_code == 200

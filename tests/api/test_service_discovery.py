@@ -14,6 +14,7 @@ from tests.query.helpers import at
 
 KEY, SCOPED_KEY, INVOKE_KEY, OTHER_KEY = "sm-sd-key", "sm-sd-scoped", "sm-sd-invoke", "sm-sd-other"
 SD = "/v1/service_discovery/targets"
+EMPTY_KEY = "sm-sd-empty"
 
 
 def _config(tmp_path):
@@ -30,6 +31,7 @@ def _config(tmp_path):
                     ],
                 },
                 {"name": "other", "api_keys": [{"key": OTHER_KEY, "type": "WORKSPACE_MANAGE_ALL"}]},
+                {"name": "empty", "api_keys": [{"key": EMPTY_KEY, "type": "PERSONAL"}]},
             ],
             "models": [
                 {
@@ -80,8 +82,70 @@ def _config(tmp_path):
                     ],
                 },
             ],
+            "loops": [
+                {
+                    "id": "t1",
+                    "organization": "acme",
+                    "sampler": {"model": "m1"},
+                    "nodes": [
+                        {
+                            "id": "worker-1",
+                            "targets": [{"url": "http://10.0.1.6:9400/metrics", "kind": "dcgm"}],
+                        },
+                        {
+                            "id": "leader-0",
+                            "role": "leader",
+                            "targets": [
+                                {"url": "http://10.0.1.5:9400/metrics", "kind": "dcgm"},
+                                {"url": "http://u:secret@10.0.1.5:10255/metrics/cadvisor", "kind": "kubelet"},
+                                {"url": "http://10.0.1.5:10255/stats/summary", "kind": "kubelet_summary"},
+                                {"url": "https://10.0.1.5/q?format=prom", "kind": "requests"},
+                            ],
+                        },
+                    ],
+                },
+                {
+                    "id": "t2",
+                    "organization": "acme",
+                    "sampler": {"model": "m2"},
+                    "nodes": [
+                        {
+                            "id": "n0",
+                            "role": "leader",
+                            "targets": [{"url": "http://10.0.2.5:9100/metrics", "kind": "node_exporter"}],
+                        }
+                    ],
+                },
+                {
+                    "id": "t3",
+                    "organization": "acme",
+                    "nodes": [
+                        {
+                            "id": "n0",
+                            "role": "leader",
+                            "targets": [{"url": "http://10.0.3.5:9400/metrics", "kind": "dcgm"}],
+                        }
+                    ],
+                },
+                {
+                    "id": "tx",
+                    "organization": "other",
+                    "nodes": [
+                        {
+                            "id": "n0",
+                            "role": "leader",
+                            "targets": [{"url": "http://x:9400/metrics", "kind": "dcgm"}],
+                        }
+                    ],
+                },
+            ],
         }
     )
+
+
+def trainer_group(address, trainer, node, path="/metrics", scheme="http", **params):
+    labels = {"__metrics_path__": path, "__scheme__": scheme, "deployment_id": trainer, "node_id": node}
+    return {"targets": [address], "labels": {**labels, **{f"__param_{k}": v for k, v in params.items()}}}
 
 
 @pytest.fixture
@@ -154,28 +218,57 @@ def test_targets_of_the_organization_with_scrape_labels(client):
                 "rollout_phase": "",
             },
         },
+        # trainer nodes (regression: they were missing): by trainer id, leader first, targets as declared;
+        # the kubelet Summary API (JSON) is left out, the kubelet URL's credentials are not passed on
+        trainer_group("10.0.1.5:9400", "t1", "leader-0"),
+        trainer_group("10.0.1.5:10255", "t1", "leader-0", path="/metrics/cadvisor"),
+        trainer_group("10.0.1.5:443", "t1", "leader-0", path="/q", scheme="https", format="prom"),
+        trainer_group("10.0.1.6:9400", "t1", "worker-1"),
+        trainer_group("10.0.2.5:9100", "t2", "n0"),
+        trainer_group("10.0.3.5:9400", "t3", "n0"),
     ]
+    assert "secret" not in resp.text
 
 
 def test_labels_are_the_ones_our_scraper_attaches(client):
     registry = client.app.state.registry
     ours = {t.url: dict(t.labels) for t in _targets(registry)}
-    for group in get(client).json():
+    groups = get(client).json()
+    for group in groups:
         plain = {k: v for k, v in group["labels"].items() if not k.startswith("__")}
         assert plain in ours.values()
-    assert len(ours) == 5  # four of acme, one of other
+    # replicas: four of acme, one of other; trainer targets: seven of acme (one kubelet_summary), one of
+    # other
+    assert len(ours) == 13
+    assert len(groups) == 4 + 6
 
 
 def test_scoped_and_other_organization_keys(client):
-    assert [g["labels"]["replica"] for g in get(client, SCOPED_KEY).json()] == ["e1-r1"]
-    assert [g["targets"] for g in get(client, OTHER_KEY).json()] == [["x:1"]]
+    # a key scoped to m2 sees m2's replicas and the trainers whose sampler is m2 (as GET
+    # /v1/loops/deployments), not t1 (sampler m1) nor t3 (no sampler)
+    scoped = get(client, SCOPED_KEY).json()
+    assert [(g["labels"].get("replica"), g["labels"].get("node_id")) for g in scoped] == [
+        ("e1-r1", None),
+        (None, "n0"),
+    ]
+    assert scoped[1] == trainer_group("10.0.2.5:9100", "t2", "n0")
+    assert [g["targets"] for g in get(client, OTHER_KEY).json()] == [["x:1"], ["x:9400"]]
+
+
+def test_unknown_query_parameters_are_400(client):
+    resp = client.get(SD, params={"model_id": "m1"}, headers={"Authorization": f"Bearer {KEY}"})
+    assert resp.status_code == 400
+    assert resp.json() == {
+        "error": "unknown query parameter(s): model_id; this endpoint takes no query parameters"
+    }
 
 
 def test_terminated_replicas_leave_and_an_empty_list_is_200(client):
     registry = client.app.state.registry
     registry.terminate_replica("m2", "e1", "e1-r1")
-    assert get(client, SCOPED_KEY).json() == []
-    assert get(client, SCOPED_KEY).status_code == 200
+    assert get(client, SCOPED_KEY).json() == [trainer_group("10.0.2.5:9100", "t2", "n0")]
+    resp = get(client, EMPTY_KEY)  # an organization with no models nor trainers
+    assert resp.status_code == 200 and resp.json() == []
 
 
 def test_auth(client):

@@ -10,7 +10,9 @@ from fastapi.testclient import TestClient
 
 from servemetrics.api.app import create_app
 from servemetrics.config import parse_config
+from servemetrics.ingest.samples import Sample, SampleBatch
 from servemetrics.store.duckdb import DuckDBStore
+from servemetrics.types import labels_of
 from tests.conftest import schema_validator
 from tests.loops import data
 from tests.query.helpers import T0, at
@@ -42,7 +44,7 @@ def trainer(trainer_id: str, org: str, sampler: dict | None) -> dict:
     }
 
 
-def config(tmp_path):
+def config(tmp_path, **extra):
     keys = [
         {"key": KEY, "type": "WORKSPACE_MANAGE_ALL"},
         {"key": SCOPED, "type": "WORKSPACE_EXPORT_METRICS", "model_ids": ["m1"]},
@@ -52,6 +54,7 @@ def config(tmp_path):
     return parse_config(
         {
             "data_dir": str(tmp_path),
+            **extra,
             "organizations": [
                 {"name": "acme", "api_keys": keys},
                 {"name": "other", "api_keys": [{"key": OTHER_ORG, "type": "WORKSPACE_MANAGE_ALL"}]},
@@ -121,8 +124,13 @@ def test_no_body_means_the_last_hour_per_second(client):
         ({"time_divisor_seconds": -60}, "time_divisor_seconds: Input should be greater than or equal to 1"),
         ({"step_seconds": "30s"}, "step_seconds: Input should be a valid integer"),
         (
-            {"step_seconds": 1, "start_epoch_millis": T0, "end_epoch_millis": T0 + 86_400_000},
-            "gives 86400 points",
+            {"step_seconds": 15, "start_epoch_millis": T0, "end_epoch_millis": T0 + 7 * 86_400_000},
+            "step_seconds=15 gives 40320 points over this window; at most 11000 are allowed: "
+            "use step_seconds >= 55, a shorter window, or omit step_seconds",
+        ),
+        (
+            {"step_seconds": 1, "start_epoch_millis": T0, "end_epoch_millis": at(120)},
+            "step_seconds=1 is shorter than the scrape interval (15 s)",
         ),
         ({"start_epoch_millis": at(120), "end_epoch_millis": T0}, "must be earlier than end_epoch_millis"),
         ({"start_epoch_millis": T0 // 1000}, "looks like seconds"),
@@ -219,3 +227,156 @@ def test_openapi_documents_the_per_rank_shape_and_the_body(client):
         "step_seconds",
         "time_divisor_seconds",
     }
+
+
+# -- step and scrape interval ----------------------------------------------------------------------
+
+CPU = "baseten_container_cpu_usage_seconds_total"
+TEN_MINUTES = {"start_epoch_millis": T0, "end_epoch_millis": at(600)}
+
+
+def _client_scraping_every(tmp_path, interval: str, samples) -> TestClient:
+    store = DuckDBStore(tmp_path / "samples.duckdb")
+    store.append(SampleBatch.from_samples(samples))
+    cfg = config(tmp_path, scrape_interval=interval, scrape_timeout="1s")
+    return TestClient(create_app(cfg, scrape=False, gateway=False, clock=lambda: at(600), store=store))
+
+
+def _leader_cpu(every_s: int, cores: float) -> list[Sample]:
+    """The leader pod's CPU counter sampled every ``every_s`` s from T0 - every_s to T0 + 600 s."""
+    lab = labels_of(
+        {
+            "deployment_id": "t1",
+            "node_id": "leader-0",
+            "pod": "trainer-0",
+            "namespace": "loops",
+            "container": "trainer",
+            "source": "cadvisor",
+        }
+    )
+    return [Sample(CPU, lab, cores * t, at(t)) for t in range(-every_s, 600, every_s)]
+
+
+def test_a_step_below_the_scrape_interval_is_400_not_an_overstated_rate(tmp_path):
+    # regression: 5 s scrapes, step 1 s: four of five points had no sample, the fifth a 5 s increase / 1 s
+    # (0.5 cores read as 2.5). Now a 400 naming the minimum; step 5 s gives 0.5 cores in each of 120 points
+    with _client_scraping_every(tmp_path, "5s", _leader_cpu(5, 0.5)) as c:
+        resp = post(c, body={**TEN_MINUTES, "step_seconds": 1})
+        assert resp.status_code == 400
+        assert resp.json() == {
+            "error": "step_seconds=1 is shorter than the scrape interval (5 s): most points would hold no "
+            "sample and the others a whole interval's increase, overstating rates; use step_seconds >= 5, "
+            "or omit step_seconds"
+        }
+        assert post(c, body={**TEN_MINUTES, "step_seconds": 4}).status_code == 400
+        resp = post(c, body={**TEN_MINUTES, "step_seconds": 5})
+        assert resp.status_code == 200, resp.text
+        VALIDATOR.validate(resp.json())
+        cpu = resp.json()["metrics"]["cpu_usage"]
+        # every 5 s point holds one sample whose delta is 0.5 x 5 = 2.5 CPU-s: 2.5 / 5 = 0.5 cores
+        assert len(cpu) == 120 and {p["value"] for p in cpu} == {0.5}
+        assert cpu[1]["timestamp"] == "2026-01-01T00:00:05Z"
+
+
+def test_the_derived_step_is_raised_to_a_ladder_rung_above_a_long_scrape_interval(tmp_path):
+    # 45 s scrapes: the 10-minute window's ladder step (30 s) would leave every third point empty;
+    # the derived step is 60 s (the rung above 45 s): ten points
+    with _client_scraping_every(tmp_path, "45s", _leader_cpu(45, 2.0)) as c:
+        resp = post(c, body=TEN_MINUTES)
+        assert resp.status_code == 200, resp.text
+        VALIDATOR.validate(resp.json())
+        stats = resp.json()["metrics"]["response_time_stats"]
+        assert [p["timestamp"] for p in stats[:3]] == [
+            "2026-01-01T00:00:00Z",
+            "2026-01-01T00:01:00Z",
+            "2026-01-01T00:02:00Z",
+        ]
+        assert len(stats) == 10
+        # samples at 0, 45, 90, ... s: points [0, 60), [60, 120) ... hold one or two 45 s deltas of 90 CPU-s
+        # point 0: samples 0, 45 -> 180 / 60 = 3.0; point 1: 90 -> 90 / 60 = 1.5; point 2: 135 -> 1.5
+        cpu = resp.json()["metrics"]["cpu_usage"]
+        assert [p["value"] for p in cpu[:4]] == pytest.approx([3.0, 1.5, 1.5, 3.0])
+        resp = post(c, body={**TEN_MINUTES, "step_seconds": 30})
+        assert resp.status_code == 400
+        assert "use step_seconds >= 45, or omit step_seconds" in resp.json()["error"]
+
+
+# -- body size and nesting ---------------------------------------------------------------------------
+
+FIELDS = "start_epoch_millis, end_epoch_millis, step_seconds, time_divisor_seconds"
+OBJECT = (
+    f'the request body must be a JSON object with any of the fields {FIELDS}, e.g. {{"step_seconds": 60}}'
+)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 30_000 + b"]" * 30_000,
+        b'{"a":' * 10_000 + b"1" + b"}" * 10_000,
+        b'{"step_seconds": ' + b"[" * 30_000 + b"]" * 30_000 + b"}",
+    ],
+    ids=["arrays", "objects", "in-a-field"],
+)
+def test_a_deeply_nested_body_is_a_400_not_a_500(client, body):
+    # regression: RecursionError from json.loads gave a plain-text 500
+    assert len(body) <= 65_536
+    resp = client.post(URL, content=body, headers={"Authorization": f"Bearer {KEY}"})
+    assert resp.status_code == 400
+    assert resp.json() == {"error": OBJECT + "; this body is nested too deeply to parse"}
+
+
+def test_a_body_over_64_kib_is_413(client):
+    nested = b"[" * 100_000 + b"]" * 100_000  # the tester's body: refused before it is parsed
+    resp = client.post(URL, content=nested, headers={"Authorization": f"Bearer {KEY}"})
+    assert resp.status_code == 413
+    assert resp.json() == {
+        "error": f"the request body is 200000 bytes; at most 65536 are allowed: send a JSON object with any "
+        f"of the fields {FIELDS}"
+    }
+    # without Content-Length (chunked): reading stops at the first chunk past 64 KiB
+    chunks = iter([b" " * 40_000, b" " * 40_000, b"{}"])
+    resp = client.post(URL, content=chunks, headers={"Authorization": f"Bearer {KEY}"})
+    assert resp.status_code == 413
+    assert resp.json()["error"].startswith("the request body is more than 65536 bytes; at most 65536 are")
+    padded = b" " * (65_536 - 2) + b"{}"  # exactly 64 KiB is accepted
+    assert client.post(URL, content=padded, headers={"Authorization": f"Bearer {KEY}"}).status_code == 200
+
+
+# -- query parameters and echoed ids ---------------------------------------------------------------
+
+
+def test_the_metrics_post_takes_no_query_parameters(client):
+    # regression: ?step_seconds=1&bogus=1 answered 200 with the defaults
+    resp = post(client, url=URL + "?step_seconds=1&bogus=1", body=WINDOW)
+    assert resp.status_code == 400
+    assert resp.json() == {
+        "error": "unknown query parameter(s): bogus, step_seconds; this endpoint takes no query "
+        f"parameters; send the fields in the JSON body: {FIELDS}"
+    }
+
+
+@pytest.mark.parametrize(
+    "path", ["/v1/loops/deployments", "/v1/loops/deployments/t1", "/v1/models/m1/loops_deployments"]
+)
+def test_the_listing_routes_take_no_query_parameters(client, path):
+    resp = client.get(path, params={"bogus": "1"}, headers={"Authorization": f"Api-Key {KEY}"})
+    assert resp.status_code == 400
+    assert resp.json() == {
+        "error": "unknown query parameter(s): bogus; this endpoint takes no query parameters"
+    }
+
+
+def test_a_long_unknown_trainer_id_is_cut_in_the_404(client):
+    long_id = "x" * 5_000
+    expected = {
+        "error": f"no trainer deployment '{'x' * 100}…'; list your trainer deployments with "
+        "GET /v1/loops/deployments"
+    }
+    resp = post(client, url=f"/v1/loops/deployments/{long_id}/metrics", body=WINDOW)
+    assert resp.status_code == 404 and resp.json() == expected
+    resp = client.get(f"/v1/loops/deployments/{long_id}", headers={"Authorization": f"Api-Key {KEY}"})
+    assert resp.status_code == 404 and resp.json() == expected
+    # an id of exactly 100 characters is echoed whole
+    resp = post(client, url=f"/v1/loops/deployments/{'y' * 100}/metrics", body=WINDOW)
+    assert resp.json()["error"].startswith(f"no trainer deployment '{'y' * 100}';")

@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import pytest
 
-from servemetrics.query.loops_plan import MAX_POINTS, LoopsRequestError, build_loops_plan, point_count
+from servemetrics.query.loops_plan import (
+    MAX_POINTS,
+    LoopsRequestError,
+    build_loops_plan,
+    point_count,
+    scrape_step,
+)
 from servemetrics.query.windows import WindowError
 from tests.query.helpers import T0
 
 HOUR = 3_600_000
 
 
-def plan(start=None, end=None, step=None, divisor=None, now=T0 + 10 * HOUR):
-    return build_loops_plan("t1", (), start, end, step, divisor, now)
+def plan(start=None, end=None, step=None, divisor=None, now=T0 + 10 * HOUR, scrape=15.0):
+    return build_loops_plan("t1", (), start, end, step, divisor, now, scrape_interval_s=scrape)
 
 
 def test_defaults_last_hour_30_s_steps_per_second():
@@ -60,3 +66,54 @@ def test_window_rules_are_the_model_endpoints():
         plan(start=T0, end=T0 + 169 * HOUR)
     with pytest.raises(WindowError, match="looks like seconds"):
         plan(start=T0 // 1000, end=T0)
+
+
+@pytest.mark.parametrize(
+    ("scrape", "step", "least"),
+    [(5.0, 1, 5), (5.0, 4, 5), (15.0, 14, 15), (7.5, 7, 8), (45.0, 30, 45)],
+)
+def test_a_step_below_the_scrape_interval_is_refused(scrape, step, least):
+    # regression: with step 1 s and 5 s scrapes, most points had no sample and each remaining one was a
+    # whole 5 s counter increase divided by 1 s (cpu_usage 5x too high)
+    with pytest.raises(LoopsRequestError) as err:
+        plan(start=T0, end=T0 + HOUR, step=step, scrape=scrape)
+    assert str(err.value) == (
+        f"step_seconds={step} is shorter than the scrape interval ({scrape:g} s): most points would hold "
+        "no sample and the others a whole interval's increase, overstating rates; "
+        f"use step_seconds >= {least}, or omit step_seconds"
+    )
+    assert plan(start=T0, end=T0 + HOUR, step=least, scrape=scrape).step_s == least
+
+
+@pytest.mark.parametrize(
+    ("scrape", "rung"),
+    [
+        (1.0, 30),
+        (15.0, 30),
+        (30.0, 30),
+        (30.5, 60),
+        (45.0, 60),
+        (600.0, 600),
+        (601.0, 900),
+        (90_000.5, 90_001),
+    ],
+)
+def test_scrape_step_is_the_smallest_ladder_rung_at_or_above_the_interval(scrape, rung):
+    assert scrape_step(scrape) == rung
+
+
+@pytest.mark.parametrize(
+    ("scrape", "hours", "step"),
+    [
+        (15.0, 1, 30),  # the ladder alone: its smallest rung (30 s) is above 15 s
+        (45.0, 1, 60),  # 1 h would be 30 s: raised to 60 s, the rung above 45 s
+        (45.0, 6, 60),
+        (45.0, 24, 300),  # the ladder's 300 s is already above
+        (601.0, 1, 900),
+        (601.0, 168, 1800),
+    ],
+)
+def test_derived_step_is_never_below_the_scrape_interval(scrape, hours, step):
+    p = plan(start=T0, end=T0 + hours * HOUR, scrape=scrape)
+    assert p.step_s == step
+    assert len(p.value_sets) == hours * 3600 // step  # T0 is on every rung's grid

@@ -34,7 +34,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
 
 
 def run(store: Store, divisor: int | None = None, nodes: tuple[LoopsNode, ...] = NODES) -> dict:
-    plan = build_loops_plan(TRAINER, nodes, T0, END, 30, divisor, now_ms=END)
+    plan = build_loops_plan(TRAINER, nodes, T0, END, 30, divisor, now_ms=END, scrape_interval_s=15)
     return execute_loops(plan, store)
 
 
@@ -131,7 +131,7 @@ def test_undeclared_ranks_come_from_the_data(store):
 
 
 def test_unknown_trainer_has_empty_series_and_null_latencies(store):
-    plan = build_loops_plan("nobody", NODES, T0, END, 30, None, now_ms=END)
+    plan = build_loops_plan("nobody", NODES, T0, END, 30, None, now_ms=END, scrape_interval_s=15)
     m = execute_loops(plan, store)
     assert m["inference_volume"] == [] and m["cpu_usage"] == [] and m["gpu_utilization"] == {"0": [], "1": []}
     assert [p["p50"] for p in m["response_time_stats"]] == [None] * 4

@@ -49,7 +49,7 @@ def _store(template: str) -> MemoryStore:
 
 @pytest.mark.parametrize("template", [OPENCENSUS, OPENTELEMETRY], ids=["opencensus", "opentelemetry"])
 def test_both_knative_generations_give_the_same_answer(template):
-    plan = build_loops_plan("t1", (LEADER,), T0, at(30), 30, None, at(30))
+    plan = build_loops_plan("t1", (LEADER,), T0, at(30), 30, None, at(30), scrape_interval_s=15)
     m = execute_loops(plan, _store(template))
     assert m["inference_volume"] == [{"value": 1.0, "timestamp": "2026-01-01T00:00:00Z"}]  # 30 / 30 s
     assert m["inference_volume_by_status"] == [

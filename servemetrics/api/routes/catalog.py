@@ -16,6 +16,7 @@ from fastapi import APIRouter, Query, Request
 
 from servemetrics.api.deps import Auth, ReadModel
 from servemetrics.api.errors import bad_request
+from servemetrics.api.params import reject_unknown_params
 from servemetrics.catalog import CATALOG, Kind, MetricDef
 from servemetrics.query.bounds import NotHistogramError, histogram_bounds, histogram_names
 from servemetrics.query.plan import UnknownMetricError
@@ -40,8 +41,10 @@ def metric_entry(m: MetricDef) -> dict[str, Any]:
 
 
 @router.get("/v1/metrics_catalog")
-def metrics_catalog(_: Auth) -> dict[str, Any]:
-    """``{metrics: [...] (catalog order = panel order), event_kinds: [{kind, title}] (nine kinds)}``."""
+def metrics_catalog(request: Request, _: Auth) -> dict[str, Any]:
+    """``{metrics: [...] (catalog order = panel order), event_kinds: [{kind, title}] (nine kinds)}``;
+    400 for any query parameter (it takes none)."""
+    reject_unknown_params(request, ())
     return {
         "metrics": [metric_entry(m) for m in CATALOG.values()],
         "event_kinds": [{"kind": k, "title": EVENT_TITLES[k]} for k in EVENT_KINDS],
@@ -57,7 +60,14 @@ def model_histogram_bounds(
     ] = None,
 ) -> dict[str, Any]:
     """``{bounds: {metric: highest finite le (float, the metric's unit)}}``; metrics without stored
-    bucket series are left out; 400 for unknown or non-histogram names."""
+    bucket series are left out; 400 for unknown or non-histogram names, an empty name (``metrics=``,
+    ``metrics=a,,b``) and a query parameter other than ``metrics``."""
+    reject_unknown_params(request, ("metrics",))
+    if metrics is not None and any(not n.strip() for value in metrics for n in value.split(",")):
+        raise bad_request(
+            "metrics: an empty metric name; name a histogram metric (e.g. "
+            "metrics=baseten_end_to_end_response_time_seconds) or leave metrics out for every histogram"
+        )
     default = [m.name for m in CATALOG.values() if m.kind is Kind.HISTOGRAM]
     try:
         names = histogram_names(metrics or default)

@@ -1,32 +1,40 @@
 """``GET /v1/service_discovery/targets``: the registry's scrape targets as Prometheus HTTP SD JSON.
 
 For scaling out (issue 6): a Prometheus agent or vmagent with ``http_sd_configs`` pointing here scrapes the
-caller organization's replicas itself, with the labels our own scraper attaches (``model_id``,
-``model_name``, ``deployment_id``, ``replica``, ``environment``, ``rollout_phase``; ``api/app.py``).
+caller organization's replicas and trainer nodes itself, with the labels our own scraper attaches
+(``api/app.py``): ``model_id``, ``model_name``, ``deployment_id``, ``replica``, ``environment``,
+``rollout_phase`` for a replica; ``deployment_id`` (the trainer's id) and ``node_id`` for a trainer node.
 Format (Prometheus docs, "Writing HTTP Service Discovery"): a JSON list of ``{"targets": ["host:port"],
 "labels": {...}}``, 200 with ``[]`` when there is nothing to scrape. Each URL becomes ``__address__``
 (``host:port``, the scheme's default port when the URL has none), ``__scheme__``, ``__metrics_path__``
-and one ``__param_<name>`` per query parameter (the first value when repeated). docs/service-discovery.md.
+and one ``__param_<name>`` per query parameter (the first value when repeated); credentials in a URL are
+never passed on. A trainer's ``kubelet_summary`` targets are left out: the kubelet Summary API answers
+JSON, which an agent cannot scrape. docs/service-discovery.md.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from servemetrics.api.deps import Auth, RegistryDep
 from servemetrics.api.errors import forbidden
+from servemetrics.api.params import reject_unknown_params
+from servemetrics.api.routes.loops import trainer_visible
 from servemetrics.registry import KeyInfo, Registry, TargetInfo, can_read_metrics
 
 router = APIRouter(tags=["service discovery"])
 DEFAULT_PORTS = {"http": 80, "https": 443}
 READ_KEY_TYPES = ("WORKSPACE_EXPORT_METRICS", "WORKSPACE_MANAGE_ALL", "PERSONAL")
+AGENT_UNSCRAPABLE_KINDS = frozenset({"kubelet_summary"})
+"""Trainer target kinds left out of the answer: their body is not Prometheus text (Summary API JSON)."""
 
 
 def target_labels(t: TargetInfo) -> dict[str, str]:
-    """The labels our scraper attaches to a target's samples (``app._targets``), "" where none."""
+    """The labels our scraper attaches to a replica target's samples (``app._targets``), "" where none."""
     return {
         "model_id": t.model_id,
         "model_name": t.model_name,
@@ -37,17 +45,19 @@ def target_labels(t: TargetInfo) -> dict[str, str]:
     }
 
 
-def sd_group(t: TargetInfo) -> dict[str, Any]:
-    """One HTTP SD target group for ``t``: ``{"targets": ["host:port"], "labels": {...}}``.
+def sd_group(url_text: str, registry_labels: Mapping[str, str]) -> dict[str, Any]:
+    """One HTTP SD target group for the target URL ``url_text``: ``{"targets": ["host:port"], "labels":
+    {"__metrics_path__", "__scheme__", **registry_labels, "__param_<name>"...}}``; the URL's user and
+    password are dropped.
 
     Raises ValueError for a URL without a host (the registry accepts only http(s) URLs with a host).
     """
-    url = urlsplit(t.url)
+    url = urlsplit(url_text)
     if not url.hostname:
-        raise ValueError(f"target URL {t.url!r} has no host")
+        raise ValueError("target URL has no host")
     host = f"[{url.hostname}]" if ":" in url.hostname else url.hostname
     port = url.port or DEFAULT_PORTS.get(url.scheme, 80)
-    labels = {"__metrics_path__": url.path or "/", "__scheme__": url.scheme or "http", **target_labels(t)}
+    labels = {"__metrics_path__": url.path or "/", "__scheme__": url.scheme or "http", **registry_labels}
     for name, value in parse_qsl(url.query, keep_blank_values=True):
         labels.setdefault(f"__param_{name}", value)
     return {"targets": [f"{host}:{port}"], "labels": labels}
@@ -59,19 +69,38 @@ def organization_targets(registry: Registry, key: KeyInfo) -> list[TargetInfo]:
     return [t for t in registry.list_targets() if t.model_id in readable]
 
 
+def trainer_targets(registry: Registry, key: KeyInfo) -> list[tuple[str, dict[str, str]]]:
+    """``(url, labels)`` of every target of every trainer node of the key's organization that the key
+    sees (a scoped key: trainers whose sampler model is in scope), by trainer id then node (leader first)
+    then target as declared; ``kubelet_summary`` targets left out. Labels as our scraper attaches:
+    ``deployment_id`` = the trainer's id, ``node_id``."""
+    out = []
+    for trainer in registry.list_trainer_deployments(key.organization_id):
+        if not trainer_visible(key, trainer):
+            continue
+        for node in trainer.nodes:
+            for target in node.targets:
+                if target.kind not in AGENT_UNSCRAPABLE_KINDS:
+                    out.append((target.url, {"deployment_id": trainer.id, "node_id": node.node_id}))
+    return out
+
+
 @router.get("/v1/service_discovery/targets")
-def service_discovery_targets(registry: RegistryDep, key: Auth) -> list[dict[str, Any]]:
-    """Prometheus HTTP SD JSON of the caller's organization (a scoped export key: its models only);
-    ordered by model, deployment, replica, URL; keys that may not read metrics get 403."""
+def service_discovery_targets(request: Request, registry: RegistryDep, key: Auth) -> list[dict[str, Any]]:
+    """Prometheus HTTP SD JSON of the caller's organization (a scoped export key: its models and the
+    trainers whose sampler is one of them): replicas ordered by model, deployment, replica, URL, then
+    trainer nodes' targets. 403 for keys that may not read metrics, 400 for any query parameter."""
     if key.type not in READ_KEY_TYPES:
         raise forbidden(
             f"a {key.type} key cannot read scrape targets; use a WORKSPACE_EXPORT_METRICS, "
             "WORKSPACE_MANAGE_ALL or PERSONAL key"
         )
+    reject_unknown_params(request, ())
+    wanted = [(t.url, target_labels(t)) for t in organization_targets(registry, key)]
     out = []
-    for t in organization_targets(registry, key):
+    for url, labels in [*wanted, *trainer_targets(registry, key)]:
         try:
-            out.append(sd_group(t))
+            out.append(sd_group(url, labels))
         except ValueError:
             continue  # not scrapable by an agent either; our own scraper reports it as down
     return out

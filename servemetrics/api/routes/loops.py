@@ -18,8 +18,14 @@ from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
 from servemetrics.api.deps import Auth, ReadModel, RegistryDep
-from servemetrics.api.errors import bad_request, forbidden, not_found
-from servemetrics.api.loops_schemas import PER_RANK, LoopsMetricsRequest, LoopsMetricsResponse
+from servemetrics.api.errors import ApiError, bad_request, forbidden, not_found
+from servemetrics.api.loops_schemas import (
+    MAX_BODY_BYTES,
+    PER_RANK,
+    LoopsMetricsRequest,
+    LoopsMetricsResponse,
+)
+from servemetrics.api.params import reject_unknown_params
 from servemetrics.api.routes.management import iso
 from servemetrics.query.loops import execute_loops
 from servemetrics.query.loops_plan import LoopsNode, build_loops_plan
@@ -29,6 +35,12 @@ from servemetrics.types import redact_url
 
 router = APIRouter(prefix="/v1", tags=["loops"])
 _LIST = "list your trainer deployments with GET /v1/loops/deployments"
+MAX_ECHOED_ID = 100
+"""Characters of an unknown id echoed back in a 404 (the rest is cut and marked with "…")."""
+_FIELDS = "start_epoch_millis, end_epoch_millis, step_seconds, time_divisor_seconds"
+_OBJECT = (
+    f'the request body must be a JSON object with any of the fields {_FIELDS}, e.g. {{"step_seconds": 60}}'
+)
 
 
 def _readable(key: KeyInfo) -> None:
@@ -40,16 +52,24 @@ def _readable(key: KeyInfo) -> None:
         )
 
 
-def _visible(key: KeyInfo, trainer: TrainerDeploymentInfo) -> bool:
+def trainer_visible(key: KeyInfo, trainer: TrainerDeploymentInfo) -> bool:
+    """Whether ``key`` (of the trainer's organization) may see ``trainer``: an unscoped key sees every
+    trainer; a key scoped to ``model_ids`` those whose sampler model is one of them."""
     return key.model_ids is None or trainer.sampler_model_id in key.model_ids
+
+
+def shown_id(value: str) -> str:
+    """``value`` as echoed in an error message: its first ``MAX_ECHOED_ID`` characters, then "…" when
+    longer."""
+    return value if len(value) <= MAX_ECHOED_ID else value[:MAX_ECHOED_ID] + "…"
 
 
 def resolve_trainer(registry: Registry, key: KeyInfo, deployment_id: str) -> TrainerDeploymentInfo:
     """Trainer deployment ``deployment_id`` visible to ``key`` (404 otherwise), if the key may read
     metrics (403 for a key type that never may)."""
     trainer = registry.trainer_deployment(deployment_id, key.organization_id)
-    if trainer is None or not _visible(key, trainer):
-        raise not_found(f"no trainer deployment {deployment_id!r}; {_LIST}")
+    if trainer is None or not trainer_visible(key, trainer):
+        raise not_found(f"no trainer deployment {shown_id(deployment_id)!r}; {_LIST}")
     _readable(key)
     return trainer
 
@@ -91,23 +111,32 @@ def trainer_v1(trainer: TrainerDeploymentInfo) -> dict[str, Any]:
 
 
 @router.get("/loops/deployments")
-def list_trainer_deployments(registry: RegistryDep, key: Auth) -> dict[str, Any]:
+def list_trainer_deployments(request: Request, registry: RegistryDep, key: Auth) -> dict[str, Any]:
     """``{deployments: [...]}``: the organization's trainer deployments with their nodes (leader first),
-    targets and sampler (the model deployment whose metrics the model endpoints serve)."""
+    targets and sampler (the model deployment whose metrics the model endpoints serve). 400 for any
+    query parameter (it takes none), 403 for a key that may not read metrics."""
+    reject_unknown_params(request, ())
     _readable(key)
     found = registry.list_trainer_deployments(key.organization_id)
-    return {"deployments": [trainer_v1(t) for t in found if _visible(key, t)]}
+    return {"deployments": [trainer_v1(t) for t in found if trainer_visible(key, t)]}
 
 
 @router.get("/loops/deployments/{deployment_id}")
-def get_trainer_deployment(registry: RegistryDep, key: Auth, deployment_id: str) -> dict[str, Any]:
-    """One trainer deployment (the shape of a ``GET /v1/loops/deployments`` entry)."""
-    return trainer_v1(resolve_trainer(registry, key, deployment_id))
+def get_trainer_deployment(
+    request: Request, registry: RegistryDep, key: Auth, deployment_id: str
+) -> dict[str, Any]:
+    """One trainer deployment (the shape of a ``GET /v1/loops/deployments`` entry); 404 as
+    ``resolve_trainer``, 400 for any query parameter (it takes none)."""
+    trainer = resolve_trainer(registry, key, deployment_id)
+    reject_unknown_params(request, ())
+    return trainer_v1(trainer)
 
 
 @router.get("/models/{model_id}/loops_deployments")
-def trainers_of_model(registry: RegistryDep, model: ReadModel) -> dict[str, Any]:
-    """``{deployments: [...]}``: the trainer deployments whose sampler is this model (our extension)."""
+def trainers_of_model(request: Request, registry: RegistryDep, model: ReadModel) -> dict[str, Any]:
+    """``{deployments: [...]}``: the trainer deployments whose sampler is this model (our extension);
+    400 for any query parameter (it takes none)."""
+    reject_unknown_params(request, ())
     return {
         "deployments": [
             trainer_v1(t) for t in registry.list_trainer_deployments(model.organization_id, model.id)
@@ -115,21 +144,58 @@ def trainers_of_model(registry: RegistryDep, model: ReadModel) -> dict[str, Any]
     }
 
 
+def _too_large(size: str) -> ApiError:
+    return ApiError(
+        413,
+        f"the request body is {size} bytes; at most {MAX_BODY_BYTES} are allowed: send a JSON object "
+        f"with any of the fields {_FIELDS}",
+    )
+
+
+async def read_capped_body(request: Request, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The request body, at most ``limit`` bytes, read chunk by chunk so that a larger body is never held
+    in memory whole.
+
+    Raises:
+        ApiError: 413 when ``Content-Length`` says more than ``limit`` bytes (nothing read) or the body
+            turns out longer than ``limit`` bytes (reading stops at the first chunk past it).
+    """
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _too_large(declared)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(f"more than {limit}")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def loops_body(request: Request) -> LoopsMetricsRequest:
     """The request body read as JSON whatever its Content-Type: the spec's own curl example sends it with
-    ``--data`` (``application/x-www-form-urlencoded``). Empty or ``null``: every default. 400 otherwise
-    (not JSON, not an object, a bad field)."""
-    raw = await request.body()
+    ``--data`` (``application/x-www-form-urlencoded``). Empty or ``null``: every default.
+
+    Raises:
+        ApiError: 400 for a query parameter (the fields go in the body), a body that is not JSON, nested
+            too deeply to parse, not an object, or with a bad field; 413 for a body over
+            ``MAX_BODY_BYTES`` bytes.
+    """
+    reject_unknown_params(request, (), f"; send the fields in the JSON body: {_FIELDS}")
+    raw = await read_capped_body(request)
     try:
         data = json.loads(raw) if raw.strip() else None
     except (ValueError, UnicodeDecodeError) as exc:
         raise bad_request(
             f'the request body is not valid JSON ({exc}); send e.g. {{"step_seconds": 60}}'
         ) from None
+    except RecursionError:  # arrays or objects nested thousands deep: never a valid body
+        raise bad_request(f"{_OBJECT}; this body is nested too deeply to parse") from None
     if data is None:
         return LoopsMetricsRequest()
     if not isinstance(data, dict):
-        raise bad_request('the request body must be a JSON object, e.g. {"time_divisor_seconds": 60}')
+        raise bad_request(_OBJECT)
     try:
         return LoopsMetricsRequest.model_validate(data)
     except ValidationError as exc:
@@ -183,6 +249,7 @@ def trainer_metrics(
             b.step_seconds,
             b.time_divisor_seconds,
             service.clock(),
+            scrape_interval_s=service.config.scrape_interval,
         )
     except WindowError as exc:
         raise bad_request(str(exc)) from exc

@@ -15,6 +15,7 @@ from pydantic import BeforeValidator
 
 from servemetrics.api.deps import ReadModel, RegistryDep, resolve_deployment, resolve_environment
 from servemetrics.api.errors import bad_request
+from servemetrics.api.params import reject_unknown_params
 from servemetrics.api.schemas import MetricsResponse
 from servemetrics.ingest.exposition import MAX_TS_MS
 from servemetrics.query.execute import execute
@@ -58,12 +59,7 @@ def metrics_params(
     metrics: MetricsQ = None,
 ) -> MetricsParams:
     """Validated query parameters; 400 naming any parameter the endpoints do not take."""
-    unknown = sorted(set(request.query_params) - QUERY_PARAMETERS)
-    if unknown:
-        raise bad_request(
-            f"unknown query parameter(s): {', '.join(unknown)[:200]}; this endpoint takes "
-            + ", ".join(sorted(QUERY_PARAMETERS))
-        )
+    reject_unknown_params(request, QUERY_PARAMETERS)
     return MetricsParams(mode, start_epoch_millis, end_epoch_millis, metrics)
 
 

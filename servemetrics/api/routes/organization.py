@@ -14,6 +14,7 @@ from pydantic import BeforeValidator
 
 from servemetrics.api.deps import Auth, RegistryDep
 from servemetrics.api.errors import bad_request, forbidden
+from servemetrics.api.params import reject_unknown_params
 from servemetrics.ingest.exposition import MAX_TS_MS
 from servemetrics.query.gpu_usage import GpuDeployment, GroupBy, gpu_usage
 from servemetrics.query.windows import WindowError
@@ -59,12 +60,7 @@ def organization_gpu_usage(
     ] = None,
 ) -> dict[str, Any]:
     """Active GPUs (active replicas x GPUs per replica) per step, grouped by GPU type or by model."""
-    unknown = sorted(set(request.query_params) - GPU_USAGE_PARAMETERS)
-    if unknown:
-        raise bad_request(
-            f"unknown query parameter(s): {', '.join(unknown)[:200]}; this endpoint takes "
-            + ", ".join(sorted(GPU_USAGE_PARAMETERS))
-        )
+    reject_unknown_params(request, GPU_USAGE_PARAMETERS)
     if key.type not in ("WORKSPACE_EXPORT_METRICS", "WORKSPACE_MANAGE_ALL", "PERSONAL"):
         raise forbidden(
             f"a {key.type} key cannot read metrics; use a WORKSPACE_EXPORT_METRICS, "
