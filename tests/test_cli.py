@@ -116,3 +116,93 @@ def test_a_config_the_registry_refuses_is_one_error_line_and_changes_nothing(
     assert registry.list_events("m1", 0, 2**53, None) == before
     assert registry.authenticate("k1") is not None and registry.authenticate("k2") is None
     registry.close()
+
+
+def _rules(path: Path) -> tuple[int, str]:
+    result = CliRunner().invoke(cli.app, ["rules", "--config", str(path)])
+    return result.exit_code, result.stderr
+
+
+def test_deeply_nested_yaml_is_one_error_line_for_rules_and_serve(tmp_path: Path, served: list[dict]) -> None:
+    path = _write(tmp_path, "a: " + "[" * 5000 + "]" * 5000 + "\n")
+    expected = (
+        2,
+        f"error: {path} nests lists or mappings too deeply to read; a config needs only a few levels: check "
+        "the file's brackets and indentation\n",
+    )
+    assert _rules(path) == expected
+    assert _serve(path) == expected
+    assert served == []
+
+
+def test_yaml_syntax_and_python_tags_are_one_error_line(tmp_path: Path, served: list[dict]) -> None:
+    path = _write(tmp_path, "listen: [unclosed\n")
+    assert _serve(path) == (
+        2,
+        f"error: {path} line 2, column 1 is not valid YAML: expected ',' or ']', but got '<stream end>' "
+        "(while parsing a flow sequence at line 1, column 9); fix the file there\n",
+    )
+    path = _write(tmp_path, "listen: !!python/object/apply:os.system [id]\n")
+    assert _rules(path) == (
+        2,
+        f"error: {path} line 1, column 9: the tag !!python/object/apply:os.system is not allowed; a config "
+        "holds plain mappings, lists, strings and numbers: remove the tag\n",
+    )
+    assert served == []
+
+
+ENGINE_STORE = (
+    "store: {{kind: prometheus, flavor: victoriametrics, query_url: 'http://127.0.0.1:8428', "
+    "remote_write_url: 'http://127.0.0.1:8428/api/v1/write', buffer_dir: '{buffer}'}}\n"
+)
+
+
+def test_a_buffer_dir_that_is_a_file_is_one_error_line(tmp_path: Path, served: list[dict]) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    path = _write(tmp_path, f"data_dir: {tmp_path / 'data'}\n" + ENGINE_STORE.format(buffer=afile))
+    assert _serve(path) == (
+        2,
+        f"error: {path}: store.buffer_dir {afile} exists and is not a directory; point store.buffer_dir at "
+        "a directory\n",
+    )
+    path = _write(tmp_path, f"data_dir: {tmp_path / 'data'}\n" + ENGINE_STORE.format(buffer=""))
+    assert _serve(path) == (
+        2,
+        f"error: {path}: `store.buffer_dir`: must not be empty; omit it (the default is remote_write_buffer "
+        "in data_dir) or name a directory\n",
+    )
+    assert served == []
+
+
+def test_unbounded_durations_are_one_error_line(tmp_path: Path, served: list[dict]) -> None:
+    path = _write(tmp_path, "scrape_interval: 10000000000000d\n")
+    assert _rules(path) == (
+        2,
+        f"error: {path}: `scrape_interval`: must be at most 1h (got 8.64e+17s)\n",
+    )
+    path = _write(tmp_path, f"data_dir: {tmp_path / 'data'}\nretention: 10000000000000d\n")
+    assert _serve(path) == (
+        2,
+        f"error: {path}: `retention`: must be at most 3650d (10 years) (got 8.64e+17s)\n",
+    )
+    assert served == []
+
+
+def test_one_url_twice_in_a_trainer_node_is_one_error_line(tmp_path: Path, served: list[dict]) -> None:
+    path = _write(
+        tmp_path,
+        f"data_dir: {tmp_path / 'data'}\norganizations: [{{name: acme}}]\nloops:\n"
+        "  - id: t1\n    organization: acme\n    nodes:\n"
+        "      - id: n0\n        role: leader\n        targets:\n"
+        "          - {url: 'http://127.0.0.1:9/m', kind: dcgm}\n"
+        "          - {url: 'http://127.0.0.1:9/m', kind: requests}\n",
+    )
+    expected = (
+        2,
+        f"error: {path}: `loops[0].nodes[0].targets`: target http://127.0.0.1:9/m is listed 2 times (kinds "
+        "dcgm, requests); list each URL once, with the one kind it serves\n",
+    )
+    assert _serve(path) == expected
+    assert _rules(path) == expected
+    assert served == []

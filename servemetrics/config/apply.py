@@ -16,6 +16,7 @@ from servemetrics.config.schema import (
     PromotionConfig,
     TrainerDeploymentConfig,
     check_registry_url,
+    remote_write_buffer_dir,
 )
 from servemetrics.registry.records import RegistryError, TrainerNode, TrainerTarget
 from servemetrics.registry.registry import Registry
@@ -40,20 +41,16 @@ def apply_config(config: Config, registry: Registry) -> None:
 
 
 def open_registry(config: Config) -> Registry:
-    """Create ``data_dir`` and open (and migrate) the registry at ``registry_url``.
+    """Create ``data_dir`` (and the store's ``buffer_dir`` for ``kind: prometheus``) and open (and
+    migrate) the registry at ``registry_url``.
 
-    Raises ConfigError when ``data_dir`` is not a directory or cannot be created, the URL is not a
-    supported SQLAlchemy URL, or the database cannot be reached.
+    Raises ConfigError when ``data_dir`` or ``store.buffer_dir`` is not a directory or cannot be created,
+    the URL is not a supported SQLAlchemy URL, or the database cannot be reached.
     """
-    data_dir = Path(config.data_dir)
-    if data_dir.exists() and not data_dir.is_dir():
-        raise ConfigError(f"data_dir {data_dir} exists and is not a directory; point data_dir at a directory")
-    try:
-        data_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise ConfigError(
-            f"cannot create data_dir {data_dir}: {err.strerror}; choose a writable directory"
-        ) from None
+    _make_dir(Path(config.data_dir), "data_dir")
+    buffer_dir = remote_write_buffer_dir(config)
+    if buffer_dir is not None:
+        _make_dir(buffer_dir, "store.buffer_dir")
     try:
         url = check_registry_url(str(config.registry_url))
     except ValueError as err:
@@ -72,6 +69,19 @@ def open_registry(config: Config) -> Registry:
             else "check the path is a writable SQLite file"
         )
         raise ConfigError(f"cannot open the registry at {shown} ({reason}); {hint}") from None
+
+
+def _make_dir(path: Path, key: str) -> None:
+    """Create directory ``path`` (the value of config key ``key``); ConfigError when it is a file or
+    cannot be created."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{key} {path} exists and is not a directory; point {key} at a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(
+            f"cannot create {key} {path}: {err.strerror}; choose a writable directory"
+        ) from None
 
 
 def _apply(config: Config, registry: Registry) -> None:

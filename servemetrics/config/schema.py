@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import difflib
 import math
+import os
 import re
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,7 +30,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
 from servemetrics.registry import keys as k
-from servemetrics.registry.ids import check_deployment_id, check_id, check_target_url
+from servemetrics.registry.ids import check_deployment_id, check_id, check_port, check_target_url
+from servemetrics.types import redact_url
 
 if TYPE_CHECKING:
     from servemetrics.store.prometheus import EngineOptions
@@ -65,13 +67,24 @@ def parse_duration(value: Any) -> float:
 Duration = Annotated[float, BeforeValidator(parse_duration)]
 
 
-def _at_least(minimum: float, unit: str) -> Any:
+def _bounded(at_least: tuple[float, str] | None, at_most: tuple[float, str]) -> Any:
+    """A validator of seconds: at least ``at_least`` (None: any positive) and at most ``at_most``, each
+    ``(seconds, as written in the error)``, e.g. ``(3600.0, "1h")``; ValueError naming the limit."""
+
     def check(seconds: float) -> float:
-        if seconds < minimum:
-            raise ValueError(f"must be at least {unit} (got {seconds:g}s)")
+        if at_least is not None and seconds < at_least[0]:
+            raise ValueError(f"must be at least {at_least[1]} (got {seconds:g}s)")
+        if seconds > at_most[0]:
+            raise ValueError(f"must be at most {at_most[1]} (got {seconds:g}s)")
         return seconds
 
     return AfterValidator(check)
+
+
+MAX_SCRAPE_INTERVAL_S = 3600.0
+"""``scrape_interval`` and ``scrape_timeout`` are at most 1 h."""
+MAX_RETENTION_S = 3650 * 86400.0
+"""``retention`` is at most 3650d (10 years)."""
 
 
 ModelId = Annotated[str, AfterValidator(lambda v: check_id(v, "model id"))]
@@ -143,19 +156,23 @@ class DeploymentConfig(_Strict):
 def check_registry_url(url: str) -> str:
     """``url`` when it is ``sqlite:///path`` or ``postgresql+psycopg://…``; a driverless
     ``postgresql://…`` (or ``postgres://…``, as libpq and Heroku write it) is returned as
-    ``postgresql+psycopg://…``, the one PostgreSQL driver we ship. Else ValueError saying what to write."""
+    ``postgresql+psycopg://…``, the one PostgreSQL driver we ship. Else (also for a port outside 1-65535)
+    ValueError saying what to write."""
     example = "write sqlite:///path/registry.sqlite3 or postgresql://user:pass@host:5432/db"
     for plain in ("postgresql://", "postgres://"):
         if url.startswith(plain):
             url = "postgresql+psycopg://" + url[len(plain) :]
     try:
         parsed = make_url(url)
-    except ArgumentError:
-        raise ValueError(f"{url!r} is not a SQLAlchemy URL; {example}") from None
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+        raise ValueError(f"{redact_url(url)!r} is not a SQLAlchemy URL; {example}") from None
     if parsed.get_backend_name() == "postgresql" and parsed.drivername != "postgresql+psycopg":
         raise ValueError(f"{parsed.drivername!r} is not a supported driver; write postgresql+psycopg://…")
     if parsed.drivername not in ("sqlite", "sqlite+pysqlite", "postgresql+psycopg"):
         raise ValueError(f"{parsed.drivername!r} is not a supported registry database; {example}")
+    if parsed.port is not None and not 1 <= parsed.port <= 65535:
+        shown = parsed.render_as_string(hide_password=True)
+        raise ValueError(f"{shown!r} has port {parsed.port}, not a number from 1 to 65535; {example}")
     return url
 
 
@@ -235,15 +252,52 @@ class TrainerTargetConfig(_Strict):
     kind: Literal["dcgm", "kubelet", "kubelet_summary", "node_exporter", "requests"]
 
 
+MAX_GPU_RANK = 1023
+"""The largest GPU rank (DCGM ``gpu`` index) a trainer node may declare."""
+
+
 class TrainerNodeConfig(_Strict):
-    """A node of a trainer deployment: ``role`` leader or worker, its GPU ranks, pod and targets."""
+    """A node of a trainer deployment: ``role`` leader or worker, its GPU ranks (distinct integers from 0
+    to ``MAX_GPU_RANK``), pod and targets (each URL once)."""
 
     id: Annotated[str, AfterValidator(lambda v: check_id(v, "node id"))]
     role: Literal["leader", "worker"] = "worker"
-    gpu_ranks: list[Annotated[int, Field(ge=0)]] = []
+    gpu_ranks: list[int] = []
     pod: str | None = None
     namespace: str | None = None
     targets: list[TrainerTargetConfig] = []
+
+    @field_validator("gpu_ranks", mode="before")
+    @classmethod
+    def _ranks(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            raise ValueError("must be a list of GPU ranks, e.g. [0, 1]")
+        for rank in value:
+            if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank <= MAX_GPU_RANK:
+                raise ValueError(
+                    f"{rank!r} is not a GPU rank; write integers from 0 to {MAX_GPU_RANK}, e.g. [0, 1]"
+                )
+        dupes = sorted({r for r in value if value.count(r) > 1})
+        if dupes:
+            raise ValueError(
+                f"GPU rank {', '.join(map(str, dupes))} is listed more than once; "
+                "list each rank of the node once"
+            )
+        return value
+
+    @field_validator("targets")
+    @classmethod
+    def _targets(cls, value: list[TrainerTargetConfig]) -> list[TrainerTargetConfig]:
+        kinds: dict[str, list[str]] = {}
+        for target in value:
+            kinds.setdefault(target.url, []).append(target.kind)
+        for url, listed in kinds.items():
+            if len(listed) > 1:
+                raise ValueError(
+                    f"target {url} is listed {len(listed)} times (kinds {', '.join(listed)}); list each URL "
+                    "once, with the one kind it serves"
+                )
+        return value
 
 
 class SamplerConfig(_Strict):
@@ -281,36 +335,98 @@ def _no_duplicates(values: list[str], what: str) -> None:
 
 
 def _http_url(value: str) -> str:
-    """``value`` when it is an ``http(s)://host[:port][/path]`` URL; else ValueError saying what to write."""
+    """``value`` when it is an ``http(s)://host[:port][/path]`` URL with a port (if any) in 1-65535; else
+    ValueError saying what to write."""
+    example = "write e.g. http://127.0.0.1:8428"
     parsed = urlsplit(value)
     if parsed.scheme not in ("http", "https") or not parsed.hostname or any(c.isspace() for c in value):
-        raise ValueError(f"{value!r} is not an http(s) URL; write e.g. http://127.0.0.1:8428")
+        raise ValueError(f"{value!r} is not an http(s) URL; {example}")
+    check_port(value, example)
     return value
 
 
 HttpUrl = Annotated[str, AfterValidator(_http_url)]
 
 
-class BasicAuthConfig(_Strict):
-    """HTTP basic auth for the engine (reads and remote_write)."""
+def _header_problem(value: str) -> str | None:
+    """Why ``value`` cannot be sent as an HTTP header value (empty, spaces at an end, a control or
+    non-ASCII character), or None when it can."""
+    if not value:
+        return "is empty"
+    if value != value.strip(" \t"):
+        return "starts or ends with a space"
+    bad = next((c for c in value if not (c == "\t" or " " <= c <= "~")), None)
+    if bad is not None:
+        return f"contains the character {bad!r}, which an HTTP header cannot carry"
+    return None
 
-    username: str = Field(min_length=1)
-    password: SecretStr
+
+def _secret_header(what: str, fix: str) -> Any:
+    """A validator of a ``SecretStr`` sent in an HTTP header: ValueError naming ``what`` and ``fix``,
+    never the secret itself."""
+
+    def check(value: SecretStr) -> SecretStr:
+        problem = _header_problem(value.get_secret_value())
+        if problem is not None:
+            raise ValueError(f"the {what} {problem}; {fix}")
+        return value
+
+    return AfterValidator(check)
+
+
+_TCHAR = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
+"""An HTTP header name (RFC 9110 ``token``)."""
+
+
+def _username(value: str) -> str:
+    problem = _header_problem(value)
+    if problem is None and ":" in value:
+        problem = "contains ':', which basic auth cannot carry in a username"
+    if problem is not None:
+        raise ValueError(f"the username {problem}; write the engine's user name, e.g. username: sm")
+    return value
+
+
+class BasicAuthConfig(_Strict):
+    """HTTP basic auth for the engine (reads and remote_write): printable ASCII ``username`` (no ``:``)
+    and ``password``, neither empty."""
+
+    username: Annotated[str, AfterValidator(_username)]
+    password: Annotated[
+        SecretStr, _secret_header("password", "write the engine's password in printable ASCII, on one line")
+    ]
 
 
 class StoreConfig(_Strict):
     """The sample store: ``kind: duckdb`` (the embedded default) or ``kind: prometheus`` (a
     Prometheus-compatible engine: ``flavor``, ``query_url``, ``remote_write_url``, optional
-    ``basic_auth`` or ``bearer_token``, ``tenant_header`` and ``buffer_dir``; docs/store.md)."""
+    ``basic_auth`` or ``bearer_token``, ``tenant_header`` and ``buffer_dir``; docs/store.md). Credentials
+    and tenant headers must be non-empty printable ASCII (they are sent as HTTP headers)."""
 
     kind: Literal["duckdb", "prometheus"] = "duckdb"
     flavor: Literal["prometheus", "victoriametrics"] | None = None
     query_url: HttpUrl | None = None
     remote_write_url: HttpUrl | None = None
     basic_auth: BasicAuthConfig | None = None
-    bearer_token: SecretStr | None = None
+    bearer_token: (
+        Annotated[
+            SecretStr,
+            _secret_header("bearer_token", "write the engine's token in printable ASCII, on one line"),
+        ]
+        | None
+    ) = None
     tenant_header: dict[str, str] | None = None
     buffer_dir: Path | None = None
+
+    @field_validator("buffer_dir", mode="before")
+    @classmethod
+    def _buffer_dir(cls, value: Any) -> Any:
+        if isinstance(value, str) and not value.strip():
+            raise ValueError(
+                "must not be empty; omit it (the default is remote_write_buffer in data_dir) "
+                "or name a directory"
+            )
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> StoreConfig:
@@ -318,8 +434,10 @@ class StoreConfig(_Strict):
         if self.kind == "duckdb":
             extra = [k for k in (*engine_keys, "tenant_header", "buffer_dir") if getattr(self, k) is not None]
             if extra:
+                verb, them = ("applies", "it") if len(extra) == 1 else ("apply", "them")
                 raise ValueError(
-                    f"{', '.join(extra)} only apply to kind: prometheus; remove them or set kind: prometheus"
+                    f"{', '.join(extra)} only {verb} to kind: prometheus; "
+                    f"remove {them} or set kind: prometheus"
                 )
             return self
         missing = [k for k in ("flavor", "query_url", "remote_write_url") if getattr(self, k) is None]
@@ -331,9 +449,15 @@ class StoreConfig(_Strict):
         if self.basic_auth is not None and self.bearer_token is not None:
             raise ValueError("give basic_auth or bearer_token, not both")
         for name, value in (self.tenant_header or {}).items():
-            if not re.fullmatch(r"[A-Za-z0-9-]+", name) or "\n" in value or "\r" in value:
+            if not _TCHAR.fullmatch(name):
                 raise ValueError(
-                    f"tenant_header {name!r} is not a usable HTTP header; write e.g. X-Scope-OrgID: team-a"
+                    f"tenant_header {name!r} is not an HTTP header name; use letters, digits and '-', "
+                    "e.g. X-Scope-OrgID: team-a"
+                )
+            if (problem := _header_problem(value)) is not None:
+                raise ValueError(
+                    f"the tenant_header {name} value {problem}; write the tenant in printable ASCII, "
+                    "e.g. X-Scope-OrgID: team-a"
                 )
         return self
 
@@ -343,9 +467,11 @@ class Config(_Strict):
 
     listen: str = "127.0.0.1:8321"
     data_dir: Path = Path("./data")
-    scrape_interval: Annotated[Duration, _at_least(1.0, "1s")] = 15.0
-    scrape_timeout: Duration = 10.0
-    retention: Annotated[Duration, _at_least(3600.0, "1h")] = 15 * 86400.0
+    scrape_interval: Annotated[Duration, _bounded((1.0, "1s"), (MAX_SCRAPE_INTERVAL_S, "1h"))] = 15.0
+    scrape_timeout: Annotated[Duration, _bounded(None, (MAX_SCRAPE_INTERVAL_S, "1h"))] = 10.0
+    retention: Annotated[Duration, _bounded((3600.0, "1h"), (MAX_RETENTION_S, "3650d (10 years)"))] = (
+        15 * 86400.0
+    )
     registry_url: str | None = None
     store: StoreConfig = StoreConfig()
     organizations: list[OrganizationConfig] = []
@@ -370,6 +496,12 @@ class Config(_Strict):
     def _check(self) -> Config:
         if self.registry_url is None:
             object.__setattr__(self, "registry_url", f"sqlite:///{self.data_dir / 'registry.sqlite3'}")
+        buffer_dir = remote_write_buffer_dir(self)
+        if buffer_dir is not None and os.path.normpath(buffer_dir) == os.path.normpath(self.data_dir):
+            raise ValueError(
+                f"store.buffer_dir {self.store.buffer_dir} is data_dir itself; the buffer needs its own "
+                "directory: omit buffer_dir (remote_write_buffer in data_dir) or name another one"
+            )
         if self.scrape_timeout > self.scrape_interval:
             raise ValueError(
                 f"scrape_timeout ({self.scrape_timeout:g}s) must not exceed scrape_interval "
@@ -466,8 +598,17 @@ def engine_options(config: Config) -> EngineOptions | None:
     if s.bearer_token is not None:
         headers["Authorization"] = f"Bearer {s.bearer_token.get_secret_value()}"
     auth = (s.basic_auth.username, s.basic_auth.password.get_secret_value()) if s.basic_auth else None
-    buffer_dir = Path(config.data_dir) / (s.buffer_dir or "remote_write_buffer")
+    buffer_dir = remote_write_buffer_dir(config)
+    assert buffer_dir is not None
     return EngineOptions(Flavor(s.flavor), s.query_url, s.remote_write_url, buffer_dir, headers, auth)
+
+
+def remote_write_buffer_dir(config: Config) -> Path | None:
+    """The remote_write buffer directory of a ``kind: prometheus`` store (``store.buffer_dir``, relative to
+    ``data_dir``; default ``<data_dir>/remote_write_buffer``), None for the embedded store."""
+    if config.store.kind != "prometheus":
+        return None
+    return Path(config.data_dir) / (config.store.buffer_dir or "remote_write_buffer")
 
 
 def _where(loc: tuple[int | str, ...]) -> str:
@@ -485,13 +626,43 @@ def _allowed_keys(loc: tuple[int | str, ...]) -> list[str]:
         field = model.model_fields.get(str(part))
         if field is None:
             break
-        inner = field.annotation
-        args = getattr(inner, "__args__", ())
-        for candidate in (inner, *args):
-            if isinstance(candidate, type) and issubclass(candidate, BaseModel):
-                model = candidate
-                break
+        model = _model_of(field.annotation) or model
     return list(model.model_fields)
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    """The model class in a field's annotation (``X``, ``X | None``, ``list[X]``), or None."""
+    for candidate in (annotation, *getattr(annotation, "__args__", ())):
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    return None
+
+
+def _model_at(loc: tuple[int | str, ...]) -> type[BaseModel] | None:
+    """The model class expected at ``loc`` (None when ``loc`` is not a model-typed key)."""
+    model: type[BaseModel] | None = Config
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        field = model.model_fields.get(str(part)) if model is not None else None
+        if field is None:
+            return None
+        model = _model_of(field.annotation)
+    return model
+
+
+def _and(words: list[str]) -> str:
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def _mapping_hint(model: type[BaseModel]) -> str:
+    """``with username and password`` / ``of gpu_type, gpu_count, name``: the keys a mapping takes."""
+    required = [name for name, f in model.model_fields.items() if f.is_required()]
+    optional = [name for name, f in model.model_fields.items() if not f.is_required()]
+    if not required:
+        return f"with any of {', '.join(optional)}"
+    more = f" (and optionally {', '.join(optional)})" if optional else ""
+    return f"with {_and(required)}{more}"
 
 
 def _describe(err: dict[str, Any]) -> str:
@@ -503,6 +674,11 @@ def _describe(err: dict[str, Any]) -> str:
         return f"unknown key `{_where(loc)}`: {hint}allowed keys here are {', '.join(allowed)}"
     if err["type"] == "missing":
         return f"missing key `{_where(loc)}`: add it"
+    if err["type"] == "model_type" and (model := _model_at(loc)) is not None:
+        return f"`{_where(loc)}` must be a mapping {_mapping_hint(model)}"
+    kinds = {"dict_type": "a mapping of names to values", "list_type": "a list", "string_type": "a string"}
+    if err["type"] in kinds and loc:
+        return f"`{_where(loc)}` must be {kinds[err['type']]}"
     message = str(err.get("msg", "invalid")).removeprefix("Value error, ")
     return f"`{_where(loc)}`: {message}" if loc else message
 
@@ -523,7 +699,8 @@ def parse_config(data: Any, source: str = "config") -> Config:
 
 
 def load_config(path: str | Path) -> Config:
-    """Read and validate the YAML file at ``path``; raises ConfigError.
+    """Read and validate the YAML file at ``path``; raises ConfigError (one line: a syntax error or a
+    ``!!python`` tag names the line and column; too deep a nesting is refused, not a RecursionError).
 
     A relative ``data_dir`` (also the default ``data``) is taken relative to the file's directory.
     """
@@ -538,11 +715,42 @@ def load_config(path: str | Path) -> Config:
         raise ConfigError(
             f"{path} is not a UTF-8 text file (byte {err.start} cannot be decoded); pass a YAML file"
         ) from None
+    too_deep = (
+        f"{path} nests lists or mappings too deeply to read; a config needs only a few levels: "
+        "check the file's brackets and indentation"
+    )
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:
-        raise ConfigError(f"{path} is not valid YAML: {err}") from None
+        raise ConfigError(_yaml_error(path, err)) from None
+    except RecursionError:
+        raise ConfigError(too_deep) from None
     if isinstance(data, dict) and isinstance(data.get("data_dir", "data"), str):
         # a relative data_dir is relative to the config file, whatever the working directory
         data = {**data, "data_dir": str(path.parent / data.get("data_dir", "data"))}
-    return parse_config(data, str(path))
+    try:
+        return parse_config(data, str(path))
+    except RecursionError:
+        raise ConfigError(too_deep) from None
+
+
+def _yaml_error(path: Path, err: yaml.YAMLError) -> str:
+    """One line: the file, line and column (1-based) and the problem; a tag such as ``!!python/object``
+    is named as not allowed."""
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    where = f"{path} line {mark.line + 1}, column {mark.column + 1}" if mark is not None else str(path)
+    problem = " ".join(str(getattr(err, "problem", None) or err).split())
+    tag = re.search(r"constructor for the tag '([^']*)'", problem)
+    if isinstance(err, yaml.constructor.ConstructorError) and tag:
+        shown = tag.group(1).replace("tag:yaml.org,2002:", "!!")
+        return (
+            f"{where}: the tag {shown} is not allowed; a config holds plain mappings, lists, strings and "
+            "numbers: remove the tag"
+        )
+    context, context_mark = getattr(err, "context", None), getattr(err, "context_mark", None)
+    if context and context_mark is not None and context_mark is not mark:
+        at = f"line {context_mark.line + 1}, column {context_mark.column + 1}"
+        problem += f" ({' '.join(str(context).split())} at {at})"
+    elif context:
+        problem += f" ({' '.join(str(context).split())})"
+    return f"{where} is not valid YAML: {problem}; fix the file there"

@@ -23,18 +23,33 @@ from servemetrics.registry.records import (
     TrainerTargetInfo,
 )
 
+MAX_GPU_RANK = 1023
+"""The largest GPU rank (DCGM ``gpu`` index) a node may have."""
+
 
 def check_nodes(trainer_id: str, nodes: Sequence[TrainerNode]) -> None:
     """Raise InvalidValue unless node ids are unique, roles valid, exactly one node is the leader,
-    GPU ranks are distinct non-negative ints and target kinds are known."""
+    GPU ranks are distinct ints from 0 to ``MAX_GPU_RANK``, target kinds are known and no URL is listed
+    twice in one node."""
     ids = [n.node_id for n in nodes]
     if not nodes or len(set(ids)) != len(ids):
         raise InvalidValue(f"trainer deployment {trainer_id!r} needs one or more nodes with distinct ids")
     for n in nodes:
         if n.role not in t.TRAINER_NODE_ROLES:
             raise InvalidValue(f"node {n.node_id!r}: role must be leader or worker, not {n.role!r}")
-        if len(set(n.gpu_ranks)) != len(n.gpu_ranks) or any(r < 0 for r in n.gpu_ranks):
-            raise InvalidValue(f"node {n.node_id!r}: gpu_ranks must be distinct integers >= 0")
+        if len(set(n.gpu_ranks)) != len(n.gpu_ranks) or any(
+            isinstance(r, bool) or not isinstance(r, int) or not 0 <= r <= MAX_GPU_RANK for r in n.gpu_ranks
+        ):
+            raise InvalidValue(
+                f"node {n.node_id!r}: gpu_ranks must be distinct integers from 0 to {MAX_GPU_RANK}"
+            )
+        urls = [target.url for target in n.targets]
+        twice = sorted({u for u in urls if urls.count(u) > 1})
+        if twice:
+            raise InvalidValue(
+                f"node {n.node_id!r}: target {', '.join(twice)} is listed more than once; list each URL "
+                "once, with the one kind it serves"
+            )
         for target in n.targets:
             if target.kind not in t.TRAINER_TARGET_KINDS:
                 raise InvalidValue(

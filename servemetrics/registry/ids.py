@@ -2,7 +2,8 @@
 
 Ids of models, deployments and replicas and environment names match ``ID_PATTERN``; the deployment ids
 ``production`` and ``development`` are reserved because they are path aliases of the environment of that
-name (``GET …/deployments/production``). A scrape target is an ``http(s)://host[:port]/path`` URL.
+name (``GET …/deployments/production``). A scrape target is an ``http(s)://host[:port]/path`` URL
+(port 1-65535).
 """
 
 from __future__ import annotations
@@ -37,18 +38,34 @@ def check_deployment_id(value: str) -> str:
     return value
 
 
+def check_port(url: str, example: str) -> None:
+    """Raise ValueError (ending with ``example``) unless ``url``'s port, when it has one, is a number
+    from 1 to 65535."""
+    netloc = urlsplit(url).netloc.rpartition("@")[2]
+    host, colon, port = netloc.rpartition(":")
+    if not colon or host.endswith(":") or (host.startswith("[") is not host.endswith("]")):
+        return  # no port (an IPv6 literal without one, e.g. [::1], has colons inside its brackets)
+    if port and (not port.isdigit() or not 1 <= int(port) <= 65535):
+        raise ValueError(f"{url!r} has port {port}, not a number from 1 to 65535; {example}")
+
+
 def check_target_url(url: str) -> str:
-    """``url`` when it is an ``http://`` or ``https://`` URL with a host and no spaces; else ValueError."""
+    """``url`` when it is an ``http://`` or ``https://`` URL with a host, no spaces and a port (if any)
+    from 1 to 65535; else ValueError saying what to write."""
     example = "write e.g. http://10.0.0.5:8080/metrics"
     if any(ch.isspace() for ch in url):
         raise ValueError(f"target {url!r} contains whitespace; {example}")
     try:
         parts = urlsplit(url)
-        host, _port = parts.hostname, parts.port
+        host = parts.hostname
     except ValueError as err:
         raise ValueError(f"target {url!r} is not a valid URL ({err}); {example}") from None
     if parts.scheme not in ("http", "https"):
         raise ValueError(f"target {url!r} is not an http:// or https:// URL; {example}")
     if not host:
         raise ValueError(f"target {url!r} has no host; {example}")
+    try:
+        check_port(url, example)
+    except ValueError as err:
+        raise ValueError(f"target {err}") from None
     return url

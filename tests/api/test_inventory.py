@@ -161,7 +161,13 @@ def test_reserved_deployment_ids_are_400(client, dep_id):
         (
             "/v1/models/m1/deployments/d1/replicas",
             {"id": "r9", "targets": ["http://h:99999/metrics"]},
-            "targets.0: target 'http://h:99999/metrics' is not a valid URL (Port out of range 0-65535); "
+            "targets.0: target 'http://h:99999/metrics' has port 99999, not a number from 1 to 65535; "
+            "write e.g. http://10.0.0.5:8080/metrics",
+        ),
+        (
+            "/v1/models/m1/deployments/d1/replicas",
+            {"id": "r9", "targets": ["http://h.example:0/m"]},
+            "targets.0: target 'http://h.example:0/m' has port 0, not a number from 1 to 65535; "
             "write e.g. http://10.0.0.5:8080/metrics",
         ),
     ],

@@ -398,3 +398,246 @@ def test_a_driverless_postgresql_url_means_psycopg(plain: str) -> None:
     # issue 6's interface writes `registry_url: postgresql://...`; psycopg is the driver we ship
     config = _parse(f"registry_url: '{plain}'")
     assert config.registry_url == "postgresql+psycopg://u:p@h:5432/db"  # type: ignore[attr-defined]
+
+
+ENGINE = (
+    "store: {kind: prometheus, flavor: victoriametrics, query_url: 'http://127.0.0.1:8428', "
+    "remote_write_url: 'http://127.0.0.1:8428/api/v1/write'"
+)
+"""A ``kind: prometheus`` store mapping left open: the case appends its keys and ``}``."""
+HEADER_FIX = "write the engine's token in printable ASCII, on one line"
+PORT_RULE = "not a number from 1 to 65535"
+TRAINER = ORG + "loops: [{id: t, organization: a, nodes: [{id: n0, role: leader}, {id: n1, "
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        # durations have upper bounds (retention overflowed SQLite's integers, the interval the rules)
+        (
+            "retention: 10000000000000d",
+            "config: `retention`: must be at most 3650d (10 years) (got 8.64e+17s)",
+        ),
+        ("scrape_interval: 10000000000000d", "config: `scrape_interval`: must be at most 1h (got 8.64e+17s)"),
+        ("scrape_timeout: 2h", "config: `scrape_timeout`: must be at most 1h (got 7200s)"),
+        # credentials and tenant headers are HTTP header values
+        (
+            ENGINE + ", bearer_token: ''}",
+            f"config: `store.bearer_token`: the bearer_token is empty; {HEADER_FIX}",
+        ),
+        (
+            ENGINE + ', bearer_token: "tok\\nen"}',
+            "config: `store.bearer_token`: the bearer_token contains the character '\\n', which an HTTP "
+            f"header cannot carry; {HEADER_FIX}",
+        ),
+        (
+            ENGINE + ', bearer_token: "tok\\u0007"}',
+            "config: `store.bearer_token`: the bearer_token contains the character '\\x07', which an HTTP "
+            f"header cannot carry; {HEADER_FIX}",
+        ),
+        (
+            ENGINE + ", basic_auth: {username: '', password: p}}",
+            "config: `store.basic_auth.username`: the username is empty; write the engine's user name, e.g. "
+            "username: sm",
+        ),
+        (
+            ENGINE + ", basic_auth: {username: 'a:b', password: p}}",
+            "config: `store.basic_auth.username`: the username contains ':', which basic auth cannot carry "
+            "in a username; write the engine's user name, e.g. username: sm",
+        ),
+        (
+            ENGINE + ', basic_auth: {username: sm, password: "pw\\r\\n"}}',
+            "config: `store.basic_auth.password`: the password contains the character '\\r', which an HTTP "
+            "header cannot carry; write the engine's password in printable ASCII, on one line",
+        ),
+        (
+            ENGINE + ", tenant_header: {'X Scope': a}}",
+            "config: `store`: tenant_header 'X Scope' is not an HTTP header name; use letters, digits and "
+            "'-', e.g. X-Scope-OrgID: team-a",
+        ),
+        (
+            ENGINE + ", tenant_header: {X-Scope-OrgID: ''}}",
+            "config: `store`: the tenant_header X-Scope-OrgID value is empty; write the tenant in printable "
+            "ASCII, e.g. X-Scope-OrgID: team-a",
+        ),
+        (
+            ENGINE + ', tenant_header: {X-Scope-OrgID: "a\\tb\\u0001"}}',
+            "config: `store`: the tenant_header X-Scope-OrgID value contains the character '\\x01', which an "
+            "HTTP header cannot carry; write the tenant in printable ASCII, e.g. X-Scope-OrgID: team-a",
+        ),
+        # buffer_dir "" would put the segments in data_dir beside the registry
+        (
+            ENGINE + ", buffer_dir: ''}",
+            "config: `store.buffer_dir`: must not be empty; omit it (the default is remote_write_buffer in "
+            "data_dir) or name a directory",
+        ),
+        (
+            "data_dir: /srv/sm\n" + ENGINE + ", buffer_dir: /srv/sm/}",
+            "config: store.buffer_dir /srv/sm is data_dir itself; the buffer needs its own directory: omit "
+            "buffer_dir (remote_write_buffer in data_dir) or name another one",
+        ),
+        # ports
+        (
+            "store: {kind: prometheus, flavor: prometheus, query_url: 'http://127.0.0.1:99999', "
+            "remote_write_url: 'http://127.0.0.1:9090/api/v1/write'}",
+            f"config: `store.query_url`: 'http://127.0.0.1:99999' has port 99999, {PORT_RULE}; write e.g. "
+            "http://127.0.0.1:8428",
+        ),
+        (
+            "store: {kind: prometheus, flavor: prometheus, query_url: 'http://127.0.0.1:9090', "
+            "remote_write_url: 'http://127.0.0.1:0/api/v1/write'}",
+            f"config: `store.remote_write_url`: 'http://127.0.0.1:0/api/v1/write' has port 0, {PORT_RULE}; "
+            "write e.g. http://127.0.0.1:8428",
+        ),
+        (
+            _model("deployments: [{id: d, replicas: [{id: r, targets: ['http://h.example:0/m']}]}]"),
+            "config: `models[0].deployments[0].replicas[0].targets[0]`: target 'http://h.example:0/m' has "
+            f"port 0, {PORT_RULE}; write e.g. http://10.0.0.5:8080/metrics",
+        ),
+        (
+            "registry_url: 'postgresql://u:pw@h:70000/db'",
+            f"config: `registry_url`: 'postgresql+psycopg://u:***@h:70000/db' has port 70000, {PORT_RULE}; "
+            "write sqlite:///path/registry.sqlite3 or postgresql://user:pass@host:5432/db",
+        ),
+        # trainer nodes: one kind per URL, small distinct GPU ranks, the path named
+        (
+            TRAINER + "targets: [{url: 'http://127.0.0.1:9/m', kind: dcgm}, "
+            "{url: 'http://127.0.0.1:9/m', kind: requests}]}]}]",
+            "config: `loops[0].nodes[1].targets`: target http://127.0.0.1:9/m is listed 2 times (kinds dcgm, "
+            "requests); list each URL once, with the one kind it serves",
+        ),
+        (
+            TRAINER + "gpu_ranks: [0, 1, 1]}]}]",
+            "config: `loops[0].nodes[1].gpu_ranks`: GPU rank 1 is listed more than once; list each rank of "
+            "the node once",
+        ),
+        (
+            TRAINER + "gpu_ranks: [0, 5000]}]}]",
+            "config: `loops[0].nodes[1].gpu_ranks`: 5000 is not a GPU rank; write integers from 0 to 1023, "
+            "e.g. [0, 1]",
+        ),
+        (
+            TRAINER + "gpu_ranks: [-1]}]}]",
+            "config: `loops[0].nodes[1].gpu_ranks`: -1 is not a GPU rank; write integers from 0 to 1023, "
+            "e.g. [0, 1]",
+        ),
+        # our wording, not pydantic's
+        (
+            "store: {kind: duckdb, flavor: prometheus}",
+            "config: `store`: flavor only applies to kind: prometheus; remove it or set kind: prometheus",
+        ),
+        (
+            "store: {kind: duckdb, flavor: prometheus, buffer_dir: b}",
+            "config: `store`: flavor, buffer_dir only apply to kind: prometheus; remove them or set kind: "
+            "prometheus",
+        ),
+        (
+            ENGINE + ", basic_auth: 'sm:s3cret'}",
+            "config: `store.basic_auth` must be a mapping with username and password",
+        ),
+        (
+            _model("deployments: [{id: d, instance_type: 1xH100}]"),
+            "config: `models[0].deployments[0].instance_type` must be a mapping with any of gpu_type, "
+            "gpu_count, name",
+        ),
+        (
+            "organizations: [acme]",
+            "config: `organizations[0]` must be a mapping with name (and optionally api_keys)",
+        ),
+        ("models: {id: m}", "config: `models` must be a list"),
+        (
+            ENGINE + ", tenant_header: X-Scope-OrgID}",
+            "config: `store.tenant_header` must be a mapping of names to values",
+        ),
+    ],
+)
+def test_limits_headers_ports_and_trainer_nodes_say_what_to_fix(text: str, message: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        _parse(text)
+    assert str(err.value) == message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "retention: 3650d\nscrape_interval: 1h\nscrape_timeout: 1h",
+        ENGINE + ", bearer_token: 'abc.DEF-123_~+/='}",
+        ENGINE + ", basic_auth: {username: sm, password: 'p a$s'}, tenant_header: {X-Scope-OrgID: 'team a'}}",
+        _model(
+            "deployments: [{id: d, replicas: [{id: r, targets: ['http://[::1]:65535/m', 'http://h/m']}]}]"
+        ),
+        TRAINER + "gpu_ranks: [0, 1023], targets: [{url: 'http://127.0.0.1:9/m', kind: dcgm}, "
+        "{url: 'http://127.0.0.1:9/n', kind: requests}]}]}]",
+    ],
+)
+def test_values_at_the_limits_are_accepted(text: str) -> None:
+    _parse(text)
+
+
+def _yaml_error(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "sm.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as err:
+        load_config(path)
+    return str(err.value).replace(str(path), "sm.yaml")
+
+
+def test_yaml_errors_are_one_line_naming_the_file_line_and_column(tmp_path: Path) -> None:
+    assert _yaml_error(tmp_path, "listen: [unclosed\n") == (
+        "sm.yaml line 2, column 1 is not valid YAML: expected ',' or ']', but got '<stream end>' (while "
+        "parsing a flow sequence at line 1, column 9); fix the file there"
+    )
+    assert _yaml_error(tmp_path, "listen: a\n  data_dir: b\n") == (
+        "sm.yaml line 2, column 11 is not valid YAML: mapping values are not allowed here; fix the file there"
+    )
+    assert _yaml_error(tmp_path, "data_dir: x\nlisten: !!python/object/apply:os.system [id]\n") == (
+        "sm.yaml line 2, column 9: the tag !!python/object/apply:os.system is not allowed; a config holds "
+        "plain mappings, lists, strings and numbers: remove the tag"
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param("a: " + "[" * 5000 + "]" * 5000, id="flow-lists"),
+        pytest.param("a: " + "{b: " * 5000 + "1" + "}" * 5000, id="flow-mappings"),
+        pytest.param("a:\n  " + "- " * 5000 + "1\n", id="block-lists"),
+    ],
+)
+def test_deeply_nested_yaml_is_a_config_error(tmp_path: Path, text: str) -> None:
+    assert _yaml_error(tmp_path, text) == (
+        "sm.yaml nests lists or mappings too deeply to read; a config needs only a few levels: check the "
+        "file's brackets and indentation"
+    )
+
+
+def _engine_config(tmp_path: Path, buffer_dir: str) -> object:
+    return parse_config(
+        {
+            "data_dir": str(tmp_path / "data"),
+            "store": {
+                "kind": "prometheus",
+                "flavor": "victoriametrics",
+                "query_url": "http://127.0.0.1:8428",
+                "remote_write_url": "http://127.0.0.1:8428/api/v1/write",
+                "buffer_dir": buffer_dir,
+            },
+        }
+    )
+
+
+def test_open_registry_reports_a_buffer_dir_that_is_a_file(tmp_path: Path) -> None:
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(ConfigError) as err:
+        open_registry(_engine_config(tmp_path, str(afile)))  # type: ignore[arg-type]
+    assert str(err.value) == (
+        f"store.buffer_dir {afile} exists and is not a directory; point store.buffer_dir at a directory"
+    )
+    with pytest.raises(ConfigError) as err:
+        open_registry(_engine_config(tmp_path, str(afile / "sub")))  # type: ignore[arg-type]
+    assert str(err.value) == (
+        f"cannot create store.buffer_dir {afile / 'sub'}: Not a directory; choose a writable directory"
+    )
+    open_registry(_engine_config(tmp_path, "buf")).close()  # type: ignore[arg-type]
+    assert (tmp_path / "data" / "buf").is_dir()

@@ -96,7 +96,7 @@ def test_compiled_promql_per_flavor() -> None:
     ("store", "message"),
     [
         ({"kind": "prometheus"}, "kind: prometheus needs flavor, query_url, remote_write_url"),
-        ({"kind": "duckdb", "query_url": "http://a:1"}, "query_url only apply to kind: prometheus"),
+        ({"kind": "duckdb", "query_url": "http://a:1"}, "query_url only applies to kind: prometheus"),
         ({"kind": "prometheus", "flavor": "thanos"}, "`store.flavor`: Input should be 'prometheus' or"),
         (
             {
