@@ -19,6 +19,7 @@ import httpx
 
 from servemetrics.gateway.state import DeploymentView, Replica
 from servemetrics.registry import Registry, RegistryError
+from servemetrics.types import redact_url
 
 log = logging.getLogger(__name__)
 ReplicaKey = tuple[str, str]
@@ -77,14 +78,17 @@ class Health:
         await asyncio.gather(*tasks, return_exceptions=True)
 
     async def check(self, replica: Replica) -> str | None:
-        """One check: None when healthy, else what went wrong."""
+        """One check: None when healthy, else what went wrong (the URL's password shown as ``***``: the
+        text goes into the REPLICA_TERMINATED event, which read keys see, and the log)."""
+        shown = redact_url(replica.base_url)
         try:
             resp = await self._client.get(f"{replica.base_url}/health", timeout=self.timeout_s)
         except httpx.HTTPError as exc:
-            return f"GET {replica.base_url}/health failed: {type(exc).__name__} {exc}".strip()
+            detail = str(exc).replace(replica.base_url, shown)
+            return f"GET {shown}/health failed: {type(exc).__name__} {detail}".strip()
         if resp.is_success:
             return None
-        return f"GET {replica.base_url}/health answered {resp.status_code}"
+        return f"GET {shown}/health answered {resp.status_code}"
 
     async def _loop(self, replica: Replica) -> None:
         key = (replica.deployment_id, replica.name)

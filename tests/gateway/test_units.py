@@ -89,3 +89,25 @@ def test_base_url_and_inference_paths():
     assert is_inference_path("/v1/models/m/environments/p/predict")
     assert is_inference_path("/v1/models/m/environments/p/sync/a/b")
     assert not is_inference_path("/v1/models/m/environments/p/pause_promotion")
+
+
+def test_a_failed_health_check_does_not_show_the_url_password():
+    # the text becomes the REPLICA_TERMINATED event's reason, which read-only keys can see
+    import asyncio
+
+    import httpx
+
+    from servemetrics.gateway.health import Health
+    from servemetrics.gateway.state import Replica
+    from tests.processes import free_port
+
+    url = f"http://scraper:s3cretpw@127.0.0.1:{free_port()}"  # nothing listens there
+
+    async def check() -> str | None:
+        async with httpx.AsyncClient() as client:
+            health = Health(client, None, lambda: None)  # type: ignore[arg-type]  # check() uses neither
+            return await health.check(Replica("m1", "d1", "d1-r1", url, "ACTIVE"))
+
+    problem = asyncio.run(check())
+    assert problem is not None and problem.startswith("GET http://scraper:***@127.0.0.1:")
+    assert "s3cretpw" not in problem and "ConnectError" in problem
