@@ -2,6 +2,7 @@
 // every model of the organization, grouped by GPU type (default) or by model, with a GPU-type filter
 // (Reset clears it) and a range up to 7 days. Reads GET /v1/organization/gpu_usage.
 
+import { checkRow } from "./checks.js";
 import { formatTime, num } from "./format.js";
 import { PALETTE, timeTick } from "./graphs.js";
 import { writeHash } from "./hash.js";
@@ -30,25 +31,7 @@ export function createGpuPage({ getClient, onError }) {
   function buildFilter(types) {
     s.types = types;
     el.options.replaceChildren(
-      ...types.map((t) => {
-        const div = document.createElement("div");
-        div.className = "check";
-        const box = document.createElement("input");
-        box.type = "checkbox";
-        box.id = `gpu-type-${t}`;
-        box.value = t;
-        box.checked = s.selected.has(t);
-        box.addEventListener("change", () => {
-          if (box.checked) s.selected.add(t);
-          else s.selected.delete(t);
-          load();
-        });
-        const label = document.createElement("label");
-        label.htmlFor = box.id;
-        label.textContent = t;
-        div.append(box, label);
-        return div;
-      }),
+      ...types.map((t) => checkRow("gpu-type", t, t, s.selected, load)),
     );
     el.reset.disabled = s.selected.size === 0;
   }

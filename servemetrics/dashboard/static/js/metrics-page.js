@@ -4,6 +4,7 @@
 // When every visible graph has drawn, #graphs gets data-render-state="done" and the page sets the
 // performance mark "servemetrics:graphs-drawn" (the browser tests and bench/dashboard_bench.py wait for it).
 
+import { checkRow } from "./checks.js";
 import { createCustomize } from "./customize.js";
 import { createOverlay } from "./events.js";
 import { stepLabel } from "./format.js";
@@ -329,24 +330,9 @@ export function createMetricsPage({ getClient, onError }) {
     s.kinds = new Set(saved && saved.length ? saved.filter((k) => kinds.some((x) => x.kind === k)) : kinds.map((k) => k.kind));
     el.eventsShow.checked = s.showEvents;
     const rows = kinds.map(({ kind, title }) => {
-      const div = document.createElement("div");
-      div.className = "check";
-      const box = document.createElement("input");
-      box.type = "checkbox";
-      box.id = `event-kind-${kind}`;
-      box.value = kind;
-      box.checked = s.kinds.has(kind);
-      box.disabled = !s.showEvents;
-      box.addEventListener("change", () => {
-        if (box.checked) s.kinds.add(kind);
-        else s.kinds.delete(kind);
-        reloadEvents();
-      });
-      const label = document.createElement("label");
-      label.htmlFor = box.id;
-      label.textContent = title;
-      div.append(box, label);
-      return div;
+      const row = checkRow("event-kind", kind, title, s.kinds, reloadEvents);
+      row.querySelector("input").disabled = !s.showEvents;
+      return row;
     });
     el.eventsKinds.replaceChildren(el.eventsKinds.querySelector("legend"), ...rows);
   }
