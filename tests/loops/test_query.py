@@ -38,53 +38,58 @@ def run(store: Store, divisor: int | None = None, nodes: tuple[LoopsNode, ...] =
     return execute_loops(plan, store)
 
 
-def points(values: list[float], stamps: list[str] = STAMPS) -> list[dict]:
-    return [{"value": v, "timestamp": t} for v, t in zip(values, stamps, strict=True)]
+def points(actual: list[dict]) -> list[tuple[str, float]]:
+    """A series of ``{value, timestamp}`` as ``(timestamp, value)`` pairs, to compare with ``expect``."""
+    return [(p["timestamp"], p["value"]) for p in actual]
 
 
-def approx_points(actual: list[dict], values: list[float], stamps: list[str] = STAMPS) -> None:
-    assert [p["timestamp"] for p in actual] == stamps
-    assert [p["value"] for p in actual] == pytest.approx(values, rel=1e-12)
+def expect(values: list[float], stamps: list[str] = STAMPS) -> list:
+    """The pairs a series should have: ``values`` at ``stamps``, values compared to 1e-12 relative."""
+    return [(t, pytest.approx(v, rel=1e-12)) for t, v in zip(stamps, values, strict=True)]
 
 
 def test_leader_gpu_fields_are_keyed_by_rank_in_bytes_and_ratio(store):
     m = run(store)
     assert list(m["gpu_memory_usage_bytes"]) == ["0", "1"]
     # 1500, 3000, 4000, 4000 MiB
-    approx_points(m["gpu_memory_usage_bytes"]["0"], [1500 * MIB, 3000 * MIB, 4000 * MIB, 4000 * MIB])
-    approx_points(m["gpu_memory_usage_bytes"]["1"], [512 * MIB] * 4)  # 536,870,912 B
-    approx_points(m["gpu_utilization"]["0"], [0.6, 0.9, 0.9, 0.9])
-    approx_points(m["gpu_utilization"]["1"], [0.25] * 4)
+    assert points(m["gpu_memory_usage_bytes"]["0"]) == expect(
+        [1500 * MIB, 3000 * MIB, 4000 * MIB, 4000 * MIB]
+    )
+    assert points(m["gpu_memory_usage_bytes"]["1"]) == expect([512 * MIB] * 4)  # 536,870,912 B
+    assert points(m["gpu_utilization"]["0"]) == expect([0.6, 0.9, 0.9, 0.9])
+    assert points(m["gpu_utilization"]["1"]) == expect([0.25] * 4)
     assert m["per_node_metrics"][0]["node_id"] == "leader-0"
     assert m["per_node_metrics"][0]["gpu_utilization"] == m["gpu_utilization"]
 
 
 def test_leader_cpu_memory_and_storage_of_its_pod_only(store):
     m = run(store)
-    approx_points(m["cpu_usage"], [3.5] * 4)  # 3 + 0.5 cores; pod "other" (10 cores) excluded
-    approx_points(m["cpu_memory_usage_bytes"], [2.1e9] * 4)
-    approx_points(m["ephemeral_storage"]["usage_bytes"], [1e9] * 4)
-    approx_points(m["ephemeral_storage"]["utilization"], [0.01] * 4)  # 1e9 / 1e11
+    assert points(m["cpu_usage"]) == expect([3.5] * 4)  # 3 + 0.5 cores; pod "other" (10 cores) excluded
+    assert points(m["cpu_memory_usage_bytes"]) == expect([2.1e9] * 4)
+    assert points(m["ephemeral_storage"]["usage_bytes"]) == expect([1e9] * 4)
+    assert points(m["ephemeral_storage"]["utilization"]) == expect([0.01] * 4)  # 1e9 / 1e11
 
 
 def test_worker_that_stopped_half_way_has_gaps_not_zeros(store):
     worker = run(store)["per_node_metrics"][1]
     half = STAMPS[:2]
     assert worker["node_id"] == "worker-1"
-    approx_points(worker["gpu_memory_usage_bytes"]["0"], [400 * MIB] * 2, half)  # MIG 100 + 300 MiB
-    approx_points(worker["gpu_memory_usage_bytes"]["1"], [100 * MIB] * 2, half)
-    approx_points(worker["gpu_utilization"]["0"], [0.3] * 2, half)  # mean(0.2, 0.4)
-    approx_points(worker["gpu_utilization"]["1"], [0.5] * 2, half)
-    approx_points(worker["cpu_usage"], [1.0] * 2, half)
-    approx_points(worker["cpu_memory_usage_bytes"], [4e9] * 2, half)
-    approx_points(worker["ephemeral_storage"]["usage_bytes"], [5e10] * 2, half)  # 2e11 - 1.5e11
-    approx_points(worker["ephemeral_storage"]["utilization"], [0.25] * 2, half)
+    assert points(worker["gpu_memory_usage_bytes"]["0"]) == expect([400 * MIB] * 2, half)  # MIG 100 + 300 MiB
+    assert points(worker["gpu_memory_usage_bytes"]["1"]) == expect([100 * MIB] * 2, half)
+    assert points(worker["gpu_utilization"]["0"]) == expect([0.3] * 2, half)  # mean(0.2, 0.4)
+    assert points(worker["gpu_utilization"]["1"]) == expect([0.5] * 2, half)
+    assert points(worker["cpu_usage"]) == expect([1.0] * 2, half)
+    assert points(worker["cpu_memory_usage_bytes"]) == expect([4e9] * 2, half)
+    assert points(worker["ephemeral_storage"]["usage_bytes"]) == expect([5e10] * 2, half)  # 2e11 - 1.5e11
+    assert points(worker["ephemeral_storage"]["utilization"]) == expect([0.25] * 2, half)
 
 
 def test_requests_per_second_by_status_and_concurrency(store):
     m = run(store)
-    approx_points(m["inference_volume"], [2.3, 0.0, 0.0, 0.0])  # 69 / 30 s, then flat, then up but gone
-    approx_points(m["concurrent_requests"], [3.0, 1.0, 1.0, 1.0])
+    assert points(m["inference_volume"]) == expect(
+        [2.3, 0.0, 0.0, 0.0]
+    )  # 69 / 30 s, then flat, then up but gone
+    assert points(m["concurrent_requests"]) == expect([3.0, 1.0, 1.0, 1.0])
     by = m["inference_volume_by_status"]
     assert [p["timestamp"] for p in by] == STAMPS
     assert [p["status_2xx"] for p in by] == pytest.approx([2.0, 0, 0, 0])  # 60 / 30
@@ -94,10 +99,10 @@ def test_requests_per_second_by_status_and_concurrency(store):
 
 def test_divisor_60_multiplies_request_rates_by_60(store):
     m = run(store, divisor=60)
-    approx_points(m["inference_volume"], [138.0, 0.0, 0.0, 0.0])  # 2.3 x 60 requests per minute
+    assert points(m["inference_volume"]) == expect([138.0, 0.0, 0.0, 0.0])  # 2.3 x 60 requests per minute
     first = m["inference_volume_by_status"][0]
     assert (first["status_2xx"], first["status_4xx"], first["status_5xx"]) == pytest.approx((120, 6, 12))
-    approx_points(m["concurrent_requests"], [3.0, 1.0, 1.0, 1.0])  # not a rate: unchanged
+    assert points(m["concurrent_requests"]) == expect([3.0, 1.0, 1.0, 1.0])  # not a rate: unchanged
 
 
 def test_latency_percentiles_in_ms_and_null_without_requests(store):
@@ -113,7 +118,7 @@ def test_volumes_are_gaps_when_no_request_source_was_up(store):
     store.append(SampleBatch.from_samples(data.s("up", "leader-0", [(60, 0), (75, 0)], instance="http://x")))
     leader = LoopsNode("leader-0", True, (0, 1), "trainer-0", "loops", ("http://x",))
     m = run(store, nodes=(leader,))
-    approx_points(m["inference_volume"], [2.3, 0.0], STAMPS[:2])
+    assert points(m["inference_volume"]) == expect([2.3, 0.0], STAMPS[:2])
     assert [p["timestamp"] for p in m["inference_volume_by_status"]] == STAMPS[:2]
     assert len(m["response_time_stats"]) == 4
 
@@ -140,7 +145,8 @@ def test_unknown_trainer_has_empty_series_and_null_latencies(store):
 def test_every_answer_validates_against_the_spec(store):
     validator = schema_validator("GetLoopsDeploymentMetricsResponseV1")
     for divisor in (None, 60):
-        validator.validate({"deployment_id": TRAINER, "metrics": run(store, divisor)})
+        body = {"deployment_id": TRAINER, "metrics": run(store, divisor)}
+        assert [e.message for e in validator.iter_errors(body)] == []
 
 
 def test_timestamps_are_iso_8601_utc_step_starts():

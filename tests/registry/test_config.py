@@ -558,20 +558,41 @@ def test_limits_headers_ports_and_trainer_nodes_say_what_to_fix(text: str, messa
 
 
 @pytest.mark.parametrize(
-    "text",
+    ("text", "read", "expected"),
     [
-        "retention: 3650d\nscrape_interval: 1h\nscrape_timeout: 1h",
-        ENGINE + ", bearer_token: 'abc.DEF-123_~+/='}",
-        ENGINE + ", basic_auth: {username: sm, password: 'p a$s'}, tenant_header: {X-Scope-OrgID: 'team a'}}",
-        _model(
-            "deployments: [{id: d, replicas: [{id: r, targets: ['http://[::1]:65535/m', 'http://h/m']}]}]"
+        (
+            "retention: 3650d\nscrape_interval: 1h\nscrape_timeout: 1h",
+            lambda c: (c.retention, c.scrape_interval, c.scrape_timeout),
+            (3650 * 86400.0, 3600.0, 3600.0),
         ),
-        TRAINER + "gpu_ranks: [0, 1023], targets: [{url: 'http://127.0.0.1:9/m', kind: dcgm}, "
-        "{url: 'http://127.0.0.1:9/n', kind: requests}]}]}]",
+        (
+            ENGINE + ", bearer_token: 'abc.DEF-123_~+/='}",
+            lambda c: c.store.bearer_token.get_secret_value(),
+            "abc.DEF-123_~+/=",
+        ),
+        (
+            ENGINE
+            + ", basic_auth: {username: sm, password: 'p a$s'}, tenant_header: {X-Scope-OrgID: 'team a'}}",
+            lambda c: (c.store.basic_auth.username, c.store.tenant_header),
+            ("sm", {"X-Scope-OrgID": "team a"}),
+        ),
+        (
+            _model(
+                "deployments: [{id: d, replicas: [{id: r, targets: ['http://[::1]:65535/m', 'http://h/m']}]}]"
+            ),
+            lambda c: [str(t) for t in c.models[0].deployments[0].replicas[0].targets],
+            ["http://[::1]:65535/m", "http://h/m"],
+        ),
+        (
+            TRAINER + "gpu_ranks: [0, 1023], targets: [{url: 'http://127.0.0.1:9/m', kind: dcgm}, "
+            "{url: 'http://127.0.0.1:9/n', kind: requests}]}]}]",
+            lambda c: (c.loops[0].nodes[1].gpu_ranks, [t.kind for t in c.loops[0].nodes[1].targets]),
+            ([0, 1023], ["dcgm", "requests"]),
+        ),
     ],
 )
-def test_values_at_the_limits_are_accepted(text: str) -> None:
-    _parse(text)
+def test_values_at_the_limits_are_accepted(text: str, read, expected) -> None:
+    assert read(_parse(text)) == expected
 
 
 def _yaml_error(tmp_path: Path, text: str) -> str:
