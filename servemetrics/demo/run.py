@@ -145,6 +145,7 @@ class Demo:
     def _banner(self) -> None:
         b = self.topo.base
         self.console.print(f"\n[bold]servemetrics demo[/bold] — API key: [bold]{self.key}[/bold]")
+        self.console.print(f"  dashboard {b}/  (sign in with the key; GPU usage: {b}/#/gpu-usage)")
         self.console.print(f"  API      {b}/v1/models/{MODEL}/environments/{ENVIRONMENT}/metrics")
         self.console.print(f"  OpenAPI  {b}/docs")
         self.console.print(f"  metrics  {b}/metrics  (gateway: {b}/gateway/metrics)")
