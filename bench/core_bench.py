@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from servemetrics.ingest.samples import SampleBatch  # noqa: E402
+from servemetrics.samples import SampleBatch  # noqa: E402
 from servemetrics.store import STORE_FILE  # noqa: E402
 from servemetrics.store.base import Reducer, Selection, ValueSet  # noqa: E402
 from servemetrics.store.duckdb import DuckDBStore  # noqa: E402

@@ -14,8 +14,8 @@ import httpx
 
 from servemetrics.config import Config, apply_config, engine_options
 from servemetrics.ingest.backfill import BackfillError, iter_backfill
-from servemetrics.ingest.samples import MAX_FUTURE_MS
 from servemetrics.registry import Registry
+from servemetrics.samples import MAX_FUTURE_MS
 
 Progress = Callable[[int, int | None], None]
 CHUNK = 1 << 20

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,9 +38,11 @@ from servemetrics.config import Config, apply_config, engine_options
 from servemetrics.gateway import Gateway, GatewayOptions
 from servemetrics.gateway.async_worker import AsyncGateway, AsyncOptions
 from servemetrics.ingest.scraper import Scraper, Target
+from servemetrics.ingest.targets import targets_from_registry
 from servemetrics.registry import Registry
 from servemetrics.selfmetrics import SelfMetrics
 from servemetrics.store import Store
+from servemetrics.timeutil import wall_clock_ms
 
 log = logging.getLogger(__name__)
 TARGET_REFRESH_S = 30.0
@@ -61,11 +62,6 @@ class Service:
     gateway: Gateway | None = None
 
 
-def wall_clock_ms() -> int:
-    """Now, in epoch milliseconds."""
-    return int(time.time() * 1000)
-
-
 def gateway_target(config: Config) -> Target:
     """The gateway's ``/gateway/metrics`` on this service's own address, with no registry labels: its
     series carry their own ``model_id``, ``deployment_id``, ``environment`` ... (``adapt`` keeps them)."""
@@ -74,24 +70,7 @@ def gateway_target(config: Config) -> Target:
 
 
 def _targets(registry: Registry, extra: tuple[Target, ...] = ()) -> list[Target]:
-    out = list(extra)
-    for t in registry.list_targets():
-        labels = {
-            k: v
-            for k, v in (
-                ("model_id", t.model_id),
-                ("model_name", t.model_name),
-                ("deployment_id", t.deployment_id),
-                ("replica", t.replica),
-                ("environment", t.environment or ""),
-                ("rollout_phase", t.rollout_phase or ""),
-            )
-        }
-        out.append(Target(t.url, tuple(sorted(labels.items()))))
-    for tt in registry.list_trainer_targets():
-        # trainer series: deployment_id = the trainer deployment, node_id = the node (docs/loops.md)
-        out.append(Target(tt.url, (("deployment_id", tt.trainer_deployment_id), ("node_id", tt.node_id))))
-    return out
+    return targets_from_registry(registry.list_targets(), registry.list_trainer_targets(), extra)
 
 
 async def _refresh_targets(service: Service) -> None:

@@ -8,8 +8,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-from servemetrics.ingest.exposition import MAX_TS_MS
 from servemetrics.query.loops_plan import MAX_POINTS, MAX_SECONDS
+from servemetrics.timeutil import MAX_TS_MS
 
 MAX_BODY_BYTES = 64 * 1024
 """Largest request body of the metrics POST (bytes): its four numbers need well under 1 KiB."""

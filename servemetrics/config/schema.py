@@ -9,7 +9,7 @@ import difflib
 import math
 import os
 import re
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -31,6 +31,7 @@ from sqlalchemy.exc import ArgumentError
 
 from servemetrics.registry import keys as k
 from servemetrics.registry.ids import check_deployment_id, check_id, check_port, check_target_url
+from servemetrics.timeutil import iso_ms
 from servemetrics.types import redact_url
 
 if TYPE_CHECKING:
@@ -176,10 +177,6 @@ def check_registry_url(url: str) -> str:
     return url
 
 
-def _iso(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
-
-
 def _rfc3339_ms(value: Any) -> int:
     if isinstance(value, datetime):
         when = value
@@ -213,7 +210,7 @@ class EnvironmentConfig(_Strict):
         times = [p.at for p in self.promotions]
         same = sorted({at for at in times if times.count(at) > 1})
         if same:
-            when = ", ".join(_iso(at) for at in same)
+            when = ", ".join(iso_ms(at, always_millis=False) for at in same)
             raise ValueError(
                 f"environment {self.name!r} has two promotions at {when}; give each promotion its own `at`"
             )

@@ -16,7 +16,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from servemetrics.gateway.metrics import DEP_LABELS, LATENCY_BUCKETS_S
+from servemetrics.gateway.metrics import LATENCY_BUCKETS_S
+from servemetrics.labels import DEPLOYMENT_LABELS
 
 NO_ANSWER_STATUS = 599
 """``status_code`` of a webhook attempt that got no answer (refused, reset, timed out)."""
@@ -30,7 +31,9 @@ class _QueueSizeCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         family = GaugeMetricFamily(
-            "baseten_async_queue_size", "Async requests waiting in the queue.", labels=[*DEP_LABELS, "source"]
+            "baseten_async_queue_size",
+            "Async requests waiting in the queue.",
+            labels=[*DEPLOYMENT_LABELS, "source"],
         )
         for labels, size in self._sizes():
             family.add_metric([*labels, "gateway"], float(size))
@@ -44,20 +47,20 @@ class AsyncMetrics:
         self.time_in_queue = Histogram(
             "baseten_time_in_async_queue_seconds",
             "Time async requests spend queued before processing, in seconds.",
-            DEP_LABELS,
+            DEPLOYMENT_LABELS,
             buckets=LATENCY_BUCKETS_S,
             registry=registry,
         )
         self.webhook_requests = Counter(
             "baseten_async_webhook_requests",
             "Async webhook delivery attempts, by the receiver's status code (599: no answer).",
-            (*DEP_LABELS, "status_code"),
+            (*DEPLOYMENT_LABELS, "status_code"),
             registry=registry,
         )
         self.webhook_latency = Histogram(
             "baseten_async_webhook_latency_seconds",
             "Latency of async webhook delivery attempts, in seconds.",
-            DEP_LABELS,
+            DEPLOYMENT_LABELS,
             buckets=LATENCY_BUCKETS_S,
             registry=registry,
         )

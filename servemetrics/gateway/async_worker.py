@@ -34,7 +34,6 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from datetime import UTC, datetime
 from typing import Any
 
 import httpx
@@ -45,6 +44,7 @@ from servemetrics.gateway.backpressure import Gate
 from servemetrics.gateway.gateway import Gateway, GatewayOptions, _choose
 from servemetrics.gateway.metrics import DeploymentGauges
 from servemetrics.registry import Registry
+from servemetrics.timeutil import iso_ms
 
 log = logging.getLogger(__name__)
 
@@ -66,9 +66,7 @@ class AsyncOptions:
 
 def iso(ms: int | None) -> str | None:
     """Epoch ms as ISO 8601 UTC with milliseconds (``2026-01-01T00:00:00.000Z``), None stays None."""
-    if ms is None:
-        return None
-    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return None if ms is None else iso_ms(ms)
 
 
 def parse_result(result: str | None) -> Any:

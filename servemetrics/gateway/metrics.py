@@ -18,8 +18,9 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-DEP_LABELS = ("model_id", "model_name", "deployment_id", "environment", "rollout_phase")
-REQ_LABELS = (*DEP_LABELS, "status_code", "is_async")
+from servemetrics.labels import DEPLOYMENT_LABELS
+
+REQ_LABELS = (*DEPLOYMENT_LABELS, "status_code", "is_async")
 
 LATENCY_BUCKETS_S: tuple[float, ...] = (
     0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.35, 0.5, 0.75,
@@ -54,7 +55,7 @@ class _GaugeCollector(Collector):
             "desired": ("baseten_replicas_desired", "Replicas the autoscaling settings ask for now."),
         }
         families = {
-            key: GaugeMetricFamily(name, doc, labels=[*DEP_LABELS, "source"])
+            key: GaugeMetricFamily(name, doc, labels=[*DEPLOYMENT_LABELS, "source"])
             for key, (name, doc) in names.items()
         }
         for g in self._snapshot():
@@ -76,7 +77,7 @@ class GatewayMetrics:
         self.incoming = Counter(
             "baseten_incoming_inference_requests",
             "Requests that arrived (counted at arrival, before queueing).",
-            (*DEP_LABELS, "is_async"),
+            (*DEPLOYMENT_LABELS, "is_async"),
             registry=r,
         )
         self.end_to_end = Histogram(

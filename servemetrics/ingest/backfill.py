@@ -32,7 +32,7 @@ from prometheus_client.openmetrics import parser as _om_parser
 
 from servemetrics.ingest.adapters import adapt
 from servemetrics.ingest.exposition import _PARSE_ERRORS, ExpositionError, collect_samples
-from servemetrics.ingest.samples import SampleBatch
+from servemetrics.samples import SampleBatch
 
 Progress = Callable[[int, int | None], None]
 """``progress(bytes_read, total_bytes_or_None)``, called after each chunk read."""

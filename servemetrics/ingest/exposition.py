@@ -25,7 +25,8 @@ from prometheus_client.openmetrics import parser as _om_parser
 from prometheus_client.samples import Timestamp
 from prometheus_client.utils import floatToGoString
 
-from servemetrics.ingest.samples import Sample
+from servemetrics.samples import Sample
+from servemetrics.timeutil import MAX_TS_MS
 
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text"
 _INF_LE = re.compile(r'([{,]\s*le\s*=\s*")[+]?[iI][nN][fF](")')
@@ -65,8 +66,6 @@ def normalise_le(le: str) -> str:
 
 
 _LE_CACHE: dict[str, str] = {}
-MAX_TS_MS = 7_258_118_400_000
-"""2200-01-01T00:00:00Z in epoch ms: later timestamps are rejected (and earlier than 1970)."""
 
 
 def _checked_le(name: str, le: str) -> str:

@@ -39,7 +39,8 @@ from typing import Any
 import yaml
 from prometheus_client.utils import floatToGoString
 
-from servemetrics.ingest.adapters import ADAPTERS, TARGET_LABELS, Rule, rules_for
+from servemetrics.ingest.adapters import ADAPTERS, Rule, rules_for
+from servemetrics.labels import TARGET_LABELS
 
 EXPOSED_PREFIX = "sm_exposed:"
 """Prefix the agent gives scraped series whose name is also a recorded (canonical) name."""

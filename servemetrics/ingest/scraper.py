@@ -31,14 +31,14 @@ import httpx
 from servemetrics.ingest.adapters import adapt
 from servemetrics.ingest.adapters.kubelet_summary import SummaryError, is_summary, parse_summary
 from servemetrics.ingest.exposition import ExpositionError, ParseResult, parse_exposition
-from servemetrics.ingest.samples import MAX_FUTURE_MS, Sample, SampleBatch
+from servemetrics.labels import PHASE_LABELS, UP
+from servemetrics.samples import MAX_FUTURE_MS, Sample, SampleBatch
 from servemetrics.selfmetrics import SelfMetrics
 from servemetrics.types import SeriesKey, labels_of, redact_url
 
 log = logging.getLogger(__name__)
 
 COUNTER_SUFFIXES = ("_total", "_bucket", "_sum", "_count")
-PHASE_LABELS = ("environment", "rollout_phase")
 ACCEPT = "text/plain;version=0.0.4;q=1.0,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1"
 """Prefer the text format: prometheus_client's OpenMetrics writer mangles ``vllm:`` names."""
 
@@ -129,7 +129,7 @@ class Scraper:
         if result.up:
             result.samples = self._with_created_zeros(target.url, ts, result.samples)
         up = Sample(
-            "up", labels_of({**target.label_dict, "instance": target.url}), 1.0 if result.up else 0.0, ts
+            UP, labels_of({**target.label_dict, "instance": target.url}), 1.0 if result.up else 0.0, ts
         )
         batch, ahead = SampleBatch.from_samples([*result.samples, up]).before(ts + MAX_FUTURE_MS)
         if ahead:

@@ -24,14 +24,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from servemetrics.catalog.model import QUANTILES, Aggregation, Kind, MetricDef, Scope
+from servemetrics.labels import PHASE_LABELS, UP
 from servemetrics.query.plan import Plan
 from servemetrics.query.quantiles import bucket_quantile, parse_le
 from servemetrics.query.windows import CURRENT_LOOKBACK_MS, Mode
 from servemetrics.store.base import Cell, Reducer, Selection, SelectResult, Store
 
 Values = list[float | None]
-UP_METRIC = "up"
-PHASE_LABELS = ("environment", "rollout_phase")
 """Labels a promotion changes on a live series (attached from the registry at ingest)."""
 
 _SCOPE_KEYS: dict[Scope, tuple[str, ...]] = {
@@ -76,7 +75,7 @@ class _Context:
     def live(self) -> list[bool]:
         """Per value set: was any target of the serving deployments up?"""
         if self._live is None:
-            cells = self.select(UP_METRIC, Reducer.MEAN).get((), [None] * len(self.plan.value_sets))
+            cells = self.select(UP, Reducer.MEAN).get((), [None] * len(self.plan.value_sets))
             self._live = [c is not None and c.total > 0 for c in cells]
         return self._live
 

@@ -24,14 +24,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
 
 from servemetrics.catalog.metrics import CATALOG
 from servemetrics.catalog.trainer import EPHEMERAL_AVAILABLE, EPHEMERAL_CAPACITY, EPHEMERAL_USED
+from servemetrics.labels import UP
 from servemetrics.query.execute import status_class
 from servemetrics.query.loops_plan import LoopsNode, LoopsPlan
 from servemetrics.query.quantiles import bucket_quantile, parse_le
 from servemetrics.store.base import Cell, Reducer, Selection, SelectResult, Store
+from servemetrics.timeutil import iso_ms
 
 GPU_MEMORY = CATALOG["baseten_gpu_memory_used"].name
 GPU_UTIL = CATALOG["baseten_gpu_utilization"].name
@@ -42,17 +43,9 @@ IN_FLIGHT = CATALOG["baseten_concurrent_requests"].name
 LATENCY = CATALOG["baseten_end_to_end_response_time_seconds"].name
 MIB = 1_048_576
 PERCENTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 Point = dict[str, object]
 Cells = list[Cell | None]
-
-
-def iso(ms: int) -> str:
-    """Epoch ms as ISO 8601 UTC with ``Z``: ``2026-01-01T00:00:30Z`` (``.250Z`` when ms are not 0)."""
-    when = _EPOCH + timedelta(milliseconds=ms)
-    frac = f".{ms % 1000:03d}" if ms % 1000 else ""
-    return when.strftime("%Y-%m-%dT%H:%M:%S") + frac + "Z"
 
 
 class _Query:
@@ -62,7 +55,7 @@ class _Query:
         self.plan = plan
         self.store = store
         self.n = len(plan.value_sets)
-        self.stamps = [iso(vs.start_ms) for vs in plan.value_sets]
+        self.stamps = [iso_ms(vs.start_ms, always_millis=False) for vs in plan.value_sets]
 
     def select(
         self,
@@ -157,7 +150,7 @@ def _live(q: _Query) -> list[bool]:
     urls = {(n.node_id, url) for n in q.plan.nodes for url in n.request_targets}
     if not urls:
         return [False] * q.n
-    res = q.select("up", Reducer.MEAN, ("node_id", "instance"))
+    res = q.select(UP, Reducer.MEAN, ("node_id", "instance"))
     out = [False] * q.n
     for key, cells in res.items():
         if key in urls:

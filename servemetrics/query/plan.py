@@ -6,9 +6,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from servemetrics.catalog import CATALOG, DEFAULT_METRICS, MetricDef
-from servemetrics.query.value_sets import Timeline, serving_at, split_series, whole_window
+from servemetrics.query.value_sets import serving_at, split_series, whole_window
 from servemetrics.query.windows import Mode, Window, resolve_window
 from servemetrics.store.base import ValueSet
+from servemetrics.timeutil import Timeline
 
 
 class UnknownMetricError(ValueError):

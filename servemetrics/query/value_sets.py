@@ -9,11 +9,9 @@ spans until the next start, the last until the window end.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
 
 from servemetrics.store.base import ValueSet
-
-Timeline = Sequence[tuple[int, frozenset[str]]]
+from servemetrics.timeutil import Timeline
 
 
 def serving_at(timeline: Timeline, t_ms: int) -> frozenset[str]:

@@ -8,12 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from servemetrics.timeutil import SECONDS_LOOKALIKE
+
 HOUR_MS = 3_600_000
 MAX_WINDOW_MS = 7 * 24 * HOUR_MS
 CURRENT_LOOKBACK_MS = 5 * 60 * 1000
 MAX_STEPS = 360
-SECONDS_LOOKALIKE = 100_000_000_000
-"""Epoch ms below this (1973-03-03) are taken for a client sending seconds and rejected."""
 STEP_LADDER_S: tuple[int, ...] = (30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400)
 """SERIES steps in seconds; the smallest giving at most ``MAX_STEPS`` steps is used."""
 

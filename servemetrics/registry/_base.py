@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Self
@@ -13,11 +12,7 @@ from sqlalchemy import Connection, Engine, insert, select
 from servemetrics.registry import tables as t
 from servemetrics.registry.migrations import migrate
 from servemetrics.registry.records import EventInfo, InvalidValue, NotFound
-
-
-def wall_clock_ms() -> int:
-    """Now as epoch milliseconds."""
-    return time.time_ns() // 1_000_000
+from servemetrics.timeutil import wall_clock_ms
 
 
 class _OneConnection:

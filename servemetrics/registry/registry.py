@@ -15,13 +15,13 @@ from sqlalchemy import Engine, create_engine, event, select
 from sqlalchemy.engine import make_url
 
 from servemetrics.registry import tables as t
-from servemetrics.registry._base import wall_clock_ms
 from servemetrics.registry._control import ControlMixin
 from servemetrics.registry._deployments import DeploymentsMixin
 from servemetrics.registry._tenancy import TenancyMixin
 from servemetrics.registry._trainers import TrainersMixin
 from servemetrics.registry.events import EventsMixin
 from servemetrics.registry.records import TargetInfo
+from servemetrics.timeutil import wall_clock_ms
 
 
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import NamedTuple, Protocol
 
-from servemetrics.ingest.samples import SampleBatch
+from servemetrics.samples import SampleBatch
 
 DEFAULT_LOOKBACK_MS = 10 * 60 * 1000
 """INCREASE looks this far before a value set for the previous sample of a series (10 minutes)."""

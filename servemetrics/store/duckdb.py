@@ -21,7 +21,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from servemetrics.ingest.samples import SampleBatch
+from servemetrics.samples import SampleBatch
 from servemetrics.store import duckdb_codec as codec
 from servemetrics.store import duckdb_query as query
 from servemetrics.store.base import Selection, SelectResult, StoreStats, check_value_sets

@@ -9,7 +9,7 @@ from __future__ import annotations
 import bisect
 import math
 
-from servemetrics.ingest.samples import SampleBatch
+from servemetrics.samples import SampleBatch
 from servemetrics.store.base import (
     Cell,
     GroupKey,

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from servemetrics.ingest.samples import SampleBatch
+from servemetrics.samples import SampleBatch
 from servemetrics.store.base import GroupKey, Selection, SelectResult, StoreStats, ValueSet, check_value_sets
 from servemetrics.store.errors import StoreUnavailableError
 from servemetrics.store.promql import (

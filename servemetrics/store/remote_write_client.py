@@ -1,7 +1,8 @@
 """``RemoteWriteClient``: send canonical samples to an engine by Prometheus remote_write 1.0.
 
 ``append`` only queues a batch in memory (it never touches the network or the disk). One sender thread
-takes up to ``max_samples_per_send`` samples at a time, encodes them (``rw_encode``), compresses them
+takes up to ``max_samples_per_send`` samples at a time, encodes them (``remote_write.encode_batch``),
+compresses them
 (snappy block format) and POSTs them with the headers of the remote_write 1.0 spec
 (``Content-Encoding: snappy``, ``Content-Type: application/x-protobuf``,
 ``X-Prometheus-Remote-Write-Version: 0.1.0``).
@@ -33,9 +34,8 @@ from pathlib import Path
 import cramjam
 import httpx
 
-from servemetrics.ingest.remote_write import decode_write_request, encode_write_request
-from servemetrics.ingest.samples import SampleBatch
-from servemetrics.store.rw_encode import encode_batch
+from servemetrics.remote_write import decode_write_request, encode_batch, encode_write_request
+from servemetrics.samples import SampleBatch
 from servemetrics.store.spill import SegmentBuffer
 from servemetrics.types import SeriesKey
 

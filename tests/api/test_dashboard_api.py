@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 from servemetrics.api.app import create_app
 from servemetrics.catalog import CATALOG
 from servemetrics.config import parse_config
-from servemetrics.ingest.samples import Sample, SampleBatch
 from servemetrics.registry import EVENT_KINDS
+from servemetrics.samples import Sample, SampleBatch
 from servemetrics.store.base import Store
 from servemetrics.store.duckdb import DuckDBStore
 from servemetrics.store.memory import MemoryStore

@@ -9,8 +9,8 @@ from fastapi.testclient import TestClient
 
 from servemetrics.api.app import create_app
 from servemetrics.config import parse_config
-from servemetrics.ingest.remote_write import encode_write_request
-from servemetrics.ingest.samples import Sample
+from servemetrics.remote_write import encode_write_request
+from servemetrics.samples import Sample
 from servemetrics.store.memory import MemoryStore
 from servemetrics.types import labels_of
 from tests.conftest import schema_validator

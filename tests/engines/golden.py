@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from datetime import UTC, datetime
 
-from servemetrics.ingest.samples import Sample, SampleBatch
+from servemetrics.samples import Sample, SampleBatch
 from servemetrics.types import labels_of
 
 REQ = "baseten_inference_requests_total"

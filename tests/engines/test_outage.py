@@ -13,7 +13,7 @@ import time
 import uuid
 from dataclasses import replace
 
-from servemetrics.ingest.samples import Sample, SampleBatch
+from servemetrics.samples import Sample, SampleBatch
 from servemetrics.store.base import Reducer, Selection, ValueSet
 from servemetrics.store.prometheus import PrometheusStore
 from servemetrics.store.remote_write_client import WriterOptions

@@ -33,7 +33,7 @@ from servemetrics.ingest.adapters import adapt
 from servemetrics.ingest.adapters.knative import OC_LATENCY_BUCKETS_MS
 from servemetrics.ingest.exposition import OPENMETRICS_CONTENT_TYPE, is_openmetrics, parse_exposition
 from servemetrics.ingest.recording_rules import compile_groups, exposed_relabel_config, render
-from servemetrics.ingest.samples import Sample
+from servemetrics.samples import Sample
 from servemetrics.store.promql import Flavor
 from tests.conftest import REPO_ROOT
 from tests.engines.engines import Engine, require

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from servemetrics.ingest.samples import Sample, SampleBatch
+from servemetrics.samples import Sample, SampleBatch
 from servemetrics.store.prometheus import PrometheusStore
 from servemetrics.types import labels_of
 

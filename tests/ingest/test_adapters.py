@@ -5,10 +5,11 @@ import pytest
 from servemetrics.catalog.metrics import ALIASES, CATALOG
 from servemetrics.catalog.model import Kind
 from servemetrics.catalog.trainer import TRAINER_CATALOG
-from servemetrics.ingest.adapters import ADAPTERS, TARGET_LABELS, adapt, rules_for
+from servemetrics.ingest.adapters import ADAPTERS, adapt, rules_for
 from servemetrics.ingest.adapters.engines import source_of
 from servemetrics.ingest.exposition import parse_exposition
-from servemetrics.ingest.samples import Sample
+from servemetrics.labels import TARGET_LABELS
+from servemetrics.samples import Sample
 from tests.ingest.fixtures import REPO_ROOT, SCRAPE_MS, fixture_files, parse_fixture, value_of
 
 TARGET = {

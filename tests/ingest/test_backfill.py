@@ -7,7 +7,7 @@ import pytest
 
 from servemetrics.ingest import backfill
 from servemetrics.ingest.backfill import BackfillError, iter_backfill
-from servemetrics.ingest.samples import Sample
+from servemetrics.samples import Sample
 from tests.ingest.openmetrics_gen import BUCKETS, T0, openmetrics_lines, samples_per_point
 
 T0_MS = T0 * 1000

@@ -5,13 +5,13 @@ import math
 import cramjam
 import pytest
 
-from servemetrics.ingest.remote_write import (
+from servemetrics.remote_write import (
     RemoteWriteError,
     WriteRequest,
     decode_write_request,
     encode_write_request,
 )
-from servemetrics.ingest.samples import Sample
+from servemetrics.samples import Sample
 
 T0_MS = 1767225600000
 SAMPLES = [

@@ -10,8 +10,8 @@ next to the samples that produce them; the tests hold every field to them.
 from __future__ import annotations
 
 from servemetrics.catalog.trainer import EPHEMERAL_AVAILABLE, EPHEMERAL_CAPACITY, EPHEMERAL_USED
-from servemetrics.ingest.samples import Sample, SampleBatch
 from servemetrics.query.loops_plan import LoopsNode
+from servemetrics.samples import Sample, SampleBatch
 from servemetrics.store.base import Store
 from servemetrics.types import labels_of
 from tests.query.helpers import at

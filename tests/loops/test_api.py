@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from servemetrics.api.app import create_app
 from servemetrics.config import parse_config
-from servemetrics.ingest.samples import Sample, SampleBatch
+from servemetrics.samples import Sample, SampleBatch
 from servemetrics.store.duckdb import DuckDBStore
 from servemetrics.types import labels_of
 from tests.conftest import schema_validator

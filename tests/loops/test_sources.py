@@ -8,9 +8,9 @@ import pytest
 
 from servemetrics.ingest.adapters import adapt
 from servemetrics.ingest.exposition import parse_exposition
-from servemetrics.ingest.samples import SampleBatch
 from servemetrics.query.loops import execute_loops
 from servemetrics.query.loops_plan import LoopsNode, build_loops_plan
+from servemetrics.samples import SampleBatch
 from servemetrics.store.memory import MemoryStore
 from tests.query.helpers import T0, at
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from servemetrics.ingest.samples import Sample, SampleBatch
+from servemetrics.samples import Sample, SampleBatch
 from servemetrics.store.memory import MemoryStore
 from servemetrics.types import labels_of
 

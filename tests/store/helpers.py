@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from servemetrics.ingest.samples import Sample, SampleBatch
+from servemetrics.samples import Sample, SampleBatch
 from servemetrics.store.base import Cell, SelectResult
 from servemetrics.types import labels_of
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from servemetrics.ingest.samples import SampleBatch
+from servemetrics.samples import SampleBatch
 from servemetrics.store import STORE_FILE, open_store
 from servemetrics.store.base import Cell, Reducer, Selection, ValueSet
 from servemetrics.store.duckdb import DuckDBStore

@@ -9,13 +9,12 @@ from fastapi.testclient import TestClient
 
 from servemetrics.api.app import create_app
 from servemetrics.config import ConfigError, engine_options, parse_config
-from servemetrics.ingest.remote_write import decode_write_request
-from servemetrics.ingest.samples import Sample, SampleBatch
+from servemetrics.remote_write import decode_write_request, encode_batch
+from servemetrics.samples import Sample, SampleBatch
 from servemetrics.store.base import Reducer, Selection, ValueSet
 from servemetrics.store.errors import BufferLockedError
 from servemetrics.store.prometheus import EngineOptions, PrometheusStore
 from servemetrics.store.promql import Flavor, compile_segment, segments
-from servemetrics.store.rw_encode import encode_batch
 from servemetrics.store.spill import SegmentBuffer
 from tests.processes import free_port
 

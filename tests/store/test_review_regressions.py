@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from servemetrics.ingest.samples import Sample, SampleBatch
+from servemetrics.samples import Sample, SampleBatch
 from servemetrics.store import duckdb_codec as codec
 from servemetrics.store.base import Reducer, Selection, ValueSet
 from servemetrics.store.duckdb import DuckDBStore

@@ -24,6 +24,7 @@ from servemetrics.api.deps import Auth, RegistryDep
 from servemetrics.api.errors import forbidden
 from servemetrics.api.params import reject_unknown_params
 from servemetrics.api.routes.loops import trainer_visible
+from servemetrics.ingest.targets import replica_labels
 from servemetrics.registry import KeyInfo, Registry, TargetInfo, can_read_metrics
 
 router = APIRouter(tags=["service discovery"])
@@ -31,18 +32,6 @@ DEFAULT_PORTS = {"http": 80, "https": 443}
 READ_KEY_TYPES = ("WORKSPACE_EXPORT_METRICS", "WORKSPACE_MANAGE_ALL", "PERSONAL")
 AGENT_UNSCRAPABLE_KINDS = frozenset({"kubelet_summary"})
 """Trainer target kinds left out of the answer: their body is not Prometheus text (Summary API JSON)."""
-
-
-def target_labels(t: TargetInfo) -> dict[str, str]:
-    """The labels our scraper attaches to a replica target's samples (``app._targets``), "" where none."""
-    return {
-        "model_id": t.model_id,
-        "model_name": t.model_name,
-        "deployment_id": t.deployment_id,
-        "replica": t.replica,
-        "environment": t.environment or "",
-        "rollout_phase": t.rollout_phase or "",
-    }
 
 
 def sd_group(url_text: str, registry_labels: Mapping[str, str]) -> dict[str, Any]:
@@ -96,7 +85,7 @@ def service_discovery_targets(request: Request, registry: RegistryDep, key: Auth
             "WORKSPACE_MANAGE_ALL or PERSONAL key"
         )
     reject_unknown_params(request, ())
-    wanted = [(t.url, target_labels(t)) for t in organization_targets(registry, key)]
+    wanted = [(t.url, replica_labels(t)) for t in organization_targets(registry, key)]
     out = []
     for url, labels in [*wanted, *trainer_targets(registry, key)]:
         try:

@@ -23,12 +23,13 @@ from servemetrics.api.deps import (
     resolve_model,
 )
 from servemetrics.api.errors import bad_request
-from servemetrics.ingest.adapters import TARGET_LABELS, adapt
+from servemetrics.ingest.adapters import adapt
 from servemetrics.ingest.backfill import BackfillError, iter_backfill
 from servemetrics.ingest.exposition import normalise_le
-from servemetrics.ingest.remote_write import RemoteWriteError, decode_write_request
-from servemetrics.ingest.samples import MAX_FUTURE_MS, Sample, SampleBatch
+from servemetrics.labels import TARGET_LABELS
 from servemetrics.registry import KeyInfo, Registry
+from servemetrics.remote_write import RemoteWriteError, decode_write_request
+from servemetrics.samples import MAX_FUTURE_MS, Sample, SampleBatch
 from servemetrics.types import labels_of
 
 router = APIRouter(tags=["ingest"])

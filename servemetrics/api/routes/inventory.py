@@ -14,9 +14,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from servemetrics.api.deps import ManageAuth, ManageModel, ReadModel, RegistryDep, resolve_deployment
 from servemetrics.api.errors import ApiError
-from servemetrics.api.routes.management import _call, deployment_v1, iso, model_v1
+from servemetrics.api.routes.management import _call, deployment_v1, model_v1
 from servemetrics.registry import ReplicaInfo
 from servemetrics.registry.ids import check_deployment_id, check_id, check_target_url
+from servemetrics.timeutil import iso_ms
 from servemetrics.types import redact_url
 
 router = APIRouter(prefix="/v1", tags=["inventory"])
@@ -70,8 +71,8 @@ def replica_v1(r: ReplicaInfo, targets: list[str]) -> dict[str, Any]:
         "id": r.id,
         "deployment_id": r.deployment_id,
         "status": r.status,
-        "created_at": iso(r.created_at_ms),
-        "terminated_at": iso(r.terminated_at_ms) if r.terminated_at_ms else None,
+        "created_at": iso_ms(r.created_at_ms),
+        "terminated_at": iso_ms(r.terminated_at_ms) if r.terminated_at_ms else None,
         "targets": targets,
     }
 

@@ -26,11 +26,11 @@ from servemetrics.api.loops_schemas import (
     LoopsMetricsResponse,
 )
 from servemetrics.api.params import reject_unknown_params
-from servemetrics.api.routes.management import iso
 from servemetrics.query.loops import execute_loops
 from servemetrics.query.loops_plan import LoopsNode, build_loops_plan
 from servemetrics.query.windows import WindowError
 from servemetrics.registry import KeyInfo, Registry, TrainerDeploymentInfo, TrainerNode, can_read_metrics
+from servemetrics.timeutil import iso_ms
 from servemetrics.types import redact_url
 
 router = APIRouter(prefix="/v1", tags=["loops"])
@@ -103,7 +103,7 @@ def trainer_v1(trainer: TrainerDeploymentInfo) -> dict[str, Any]:
     return {
         "id": trainer.id,
         "name": trainer.name,
-        "created_at": iso(trainer.created_at_ms),
+        "created_at": iso_ms(trainer.created_at_ms),
         "sampler": sampler,
         "metrics_url": f"/v1/loops/deployments/{trainer.id}/metrics",
         "nodes": [_node_v1(n) for n in trainer.nodes],

@@ -11,7 +11,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from typing import Annotated, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Query
@@ -40,11 +39,11 @@ from servemetrics.registry import (
 )
 from servemetrics.registry.ids import check_id
 from servemetrics.registry.records import AUTOSCALING_RANGES, MAX_SETTING
+from servemetrics.timeutil import MAX_EPOCH_MS, iso_ms
 
 router = APIRouter(prefix="/v1", tags=["management"])
 T = TypeVar("T")
 SUCCESS = {"success": True}
-MAX_EPOCH_MS = 2**53 - 1
 """Largest epoch ms a query parameter may carry (JSON's exact integers; far beyond any real time)."""
 
 
@@ -68,11 +67,6 @@ def _call(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 # -- shapes ---------------------------------------------------------------------------------------
 
 
-def iso(ms: int) -> str:
-    """RFC 3339 UTC time of epoch ``ms`` (``2026-03-01T12:00:00.000Z``)."""
-    return datetime.fromtimestamp(ms / 1000, tz=UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 def _env_pointers(registry: Registry, model_id: str) -> dict[str, str]:
     """environment name -> its current deployment id."""
     return {
@@ -89,7 +83,7 @@ def model_v1(registry: Registry, model: ModelInfo) -> dict[str, Any]:
     dep = registry.deployment(model.id, production) if production else None
     return {
         "id": model.id,
-        "created_at": iso(model.created_at_ms),
+        "created_at": iso_ms(model.created_at_ms),
         "name": model.name,
         "deployments_count": len(registry.list_deployments(model.id)),
         "production_deployment_id": production,
@@ -107,7 +101,7 @@ def deployment_v1(
     envs = sorted(name for name, dep in pointers.items() if dep == d.id)
     return {
         "id": d.id,
-        "created_at": iso(d.created_at_ms),
+        "created_at": iso_ms(d.created_at_ms),
         "name": d.name,
         "model_id": d.model_id,
         "is_production": pointers.get("production") == d.id,
@@ -145,7 +139,7 @@ def environment_v1(registry: Registry, env: EnvironmentInfo) -> dict[str, Any]:
         }
     return {
         "name": env.name,
-        "created_at": iso(env.created_at_ms),
+        "created_at": iso_ms(env.created_at_ms),
         "model_id": env.model_id,
         "is_active": env.active,
         "current_deployment": current,

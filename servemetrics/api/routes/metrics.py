@@ -17,11 +17,10 @@ from servemetrics.api.deps import ReadModel, RegistryDep, resolve_deployment, re
 from servemetrics.api.errors import bad_request
 from servemetrics.api.params import reject_unknown_params
 from servemetrics.api.schemas import MetricsResponse
-from servemetrics.ingest.exposition import MAX_TS_MS
 from servemetrics.query.execute import execute
 from servemetrics.query.plan import UnknownMetricError, build_plan
-from servemetrics.query.value_sets import Timeline
 from servemetrics.query.windows import Mode, WindowError
+from servemetrics.timeutil import MAX_TS_MS, Timeline
 
 router = APIRouter(tags=["metrics"])
 QUERY_PARAMETERS = frozenset({"mode", "start_epoch_millis", "end_epoch_millis", "metrics"})

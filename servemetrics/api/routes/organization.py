@@ -15,10 +15,10 @@ from pydantic import BeforeValidator
 from servemetrics.api.deps import Auth, RegistryDep
 from servemetrics.api.errors import bad_request, forbidden
 from servemetrics.api.params import reject_unknown_params
-from servemetrics.ingest.exposition import MAX_TS_MS
 from servemetrics.query.gpu_usage import GpuDeployment, GroupBy, gpu_usage
 from servemetrics.query.windows import WindowError
 from servemetrics.registry import KeyInfo, Registry, can_read_metrics
+from servemetrics.timeutil import MAX_TS_MS
 
 router = APIRouter(tags=["organization"])
 GPU_USAGE_PARAMETERS = frozenset({"start_epoch_millis", "end_epoch_millis", "group_by", "gpu_type"})

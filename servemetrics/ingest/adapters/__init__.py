@@ -21,9 +21,9 @@ from servemetrics.ingest.adapters import (
     process,
 )
 from servemetrics.ingest.adapters.rules import LabelMatch, Rule
-from servemetrics.ingest.samples import Sample
+from servemetrics.samples import Sample
 
-__all__ = ["ADAPTERS", "TARGET_LABELS", "LabelMatch", "Rule", "adapt", "rules_for"]
+__all__ = ["ADAPTERS", "LabelMatch", "Rule", "adapt", "rules_for"]
 
 ADAPTERS: dict[str, tuple[Rule, ...]] = {
     "passthrough": passthrough.RULES,
@@ -37,16 +37,6 @@ ADAPTERS: dict[str, tuple[Rule, ...]] = {
     "node_exporter": node_exporter.RULES,
 }
 """Source adapter name -> its rules. Engine samples without a rule are kept as they are."""
-
-TARGET_LABELS: tuple[str, ...] = (
-    "model_id",
-    "model_name",
-    "deployment_id",
-    "replica",
-    "environment",
-    "rollout_phase",
-)
-"""Labels ``adapt`` attaches from the registry (they override same-named source labels)."""
 
 
 def _index() -> dict[str, tuple[Rule, ...]]:

@@ -23,7 +23,7 @@ from typing import Any
 
 from servemetrics.catalog.trainer import EPHEMERAL_AVAILABLE, EPHEMERAL_CAPACITY, EPHEMERAL_USED
 from servemetrics.ingest.adapters.rules import Rule
-from servemetrics.ingest.samples import Sample
+from servemetrics.samples import Sample
 
 CONTENT_TYPE = "application/json"
 _PREFIX = "kubelet_summary_pod_ephemeral_storage_"

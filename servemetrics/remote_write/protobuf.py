@@ -15,7 +15,7 @@ import cramjam
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
-from servemetrics.ingest.samples import Sample
+from servemetrics.samples import Sample
 
 __all__ = ["RemoteWriteError", "WriteRequest", "decode_write_request", "encode_write_request"]
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from servemetrics.ingest.samples import SampleBatch
+from servemetrics.samples import SampleBatch
 from servemetrics.types import SeriesKey
 
 _VARINT_LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
