@@ -20,7 +20,6 @@ import argparse
 import os
 import shutil
 import socket
-import statistics
 import subprocess
 import sys
 import time
@@ -38,6 +37,9 @@ from servemetrics.store import STORE_FILE  # noqa: E402
 from servemetrics.store.base import Reducer, Selection, ValueSet  # noqa: E402
 from servemetrics.store.duckdb import DuckDBStore  # noqa: E402
 from servemetrics.types import labels_of  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import timed  # noqa: E402
 
 STEP_MS = 15_000
 MIN = 60_000
@@ -176,18 +178,6 @@ def default_set(sets: tuple[ValueSet, ...], current: bool = False) -> list[Selec
     ]
 
 
-def timed(fn, runs: int) -> tuple[float, float]:
-    """p50 and p95 in ms of ``fn`` over ``runs`` runs after one warm-up."""
-    fn()
-    ms = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        ms.append((time.perf_counter() - t) * 1000)
-    ms.sort()
-    return statistics.median(ms), ms[min(len(ms) - 1, int(round(0.95 * (len(ms) - 1))))]
-
-
 def questions(now_ms: int, end_ms: int) -> dict[str, list[Selection]]:
     return {
         "SERIES 7 d (30 m step)": default_set(value_sets(now_ms - 7 * DAY, now_ms, 30 * MIN, end_ms)),
@@ -204,7 +194,7 @@ def questions(now_ms: int, end_ms: int) -> dict[str, list[Selection]]:
 def time_questions(store: DuckDBStore, now: int, end_ms: int, runs: int) -> None:
     """Print p50/p95 of each question (all selections of the default metric set)."""
     for name, sels in questions(now, end_ms).items():
-        p50, p95 = timed(lambda sels=sels: [store.select(s) for s in sels], runs)
+        _, p50, p95 = timed(lambda sels=sels: [store.select(s) for s in sels], runs)
         print(f"  {name:24s} p50 {p50:8.1f} ms   p95 {p95:8.1f} ms   ({len(sels[0].value_sets)} value sets)")
 
 
@@ -318,7 +308,7 @@ def bench_http(out: Path, data_dir: Path, end_ms: int, runs: int) -> None:
                     print(f"  {name:24s} HTTP {r.status_code}: {r.text[:200]}")
                     continue
                 filled, total = _count_values(r.json())
-                p50, p95 = timed(
+                _, p50, p95 = timed(
                     lambda p=p: client.get(url, params=p, headers=headers).raise_for_status(), runs
                 )
                 print(

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -27,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from core_bench import DAY, HOUR, generate, ingest  # noqa: E402
+from timing import timed  # noqa: E402
 
 from servemetrics.catalog import CATALOG, Kind  # noqa: E402
 from servemetrics.query.bounds import histogram_bounds  # noqa: E402
@@ -38,18 +38,6 @@ GPU_DEPLOYMENTS = [
     GpuDeployment("m1", "w1", "d2", "H100", 1),
     GpuDeployment("m1", "w1", "d3", "H100", 1),
 ]
-
-
-def timed(fn, runs: int) -> tuple[float, float]:
-    """p50 and p95 of ``runs`` calls of ``fn``, in ms (one warm-up call first)."""
-    fn()
-    spent = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        spent.append((time.perf_counter() - t) * 1000)
-    spent.sort()
-    return statistics.median(spent), spent[min(len(spent) - 1, int(0.95 * len(spent)))]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -78,7 +66,7 @@ def main(argv: list[str] | None = None) -> None:
     }
     print(f"{'question':40} {'p50 ms':>8} {'p95 ms':>8}")
     for name, fn in cases.items():
-        p50, p95 = timed(fn, args.runs)
+        _, p50, p95 = timed(fn, args.runs)
         print(f"{name:40} {p50:8.1f} {p95:8.1f}")
     body = cases["gpu_usage 7 d by gpu_type"]()
     print("7 d groups:", [(g["key"], g["values"][-1]) for g in body["groups"]])  # type: ignore[index]

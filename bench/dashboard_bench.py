@@ -35,18 +35,8 @@ from playwright.sync_api import Browser, sync_playwright  # noqa: E402
 
 from servemetrics.store import STORE_FILE  # noqa: E402
 from servemetrics.store.duckdb import DuckDBStore  # noqa: E402
+from tests.dashboard.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 PAGE = "/#/metrics?model=m1&scope=environment:production&range=7d"
 MARK = "servemetrics:graphs-drawn"
 PHASES = """(() => {
@@ -111,7 +101,7 @@ def measure(base: str, runs: int, shot: Path | None) -> list[float]:
     """Milliseconds from navigation start to the mark, one fresh context per run (after one warm-up)."""
     out: list[float] = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
         for i in range(runs + 1):
             context = browser.new_context(viewport={"width": 1400, "height": 1000})
             context.add_init_script(

@@ -43,6 +43,9 @@ import httpx
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.processes import wait_http  # noqa: E402
+
 KEY = "bench-gateway-key"
 BODY = b'{"x": 1}'
 DIRECT_PATH = "/predict?tokens=1"
@@ -199,17 +202,6 @@ def spawn(args: list[str], log: Path, cpu: int | None) -> subprocess.Popen[bytes
         return subprocess.Popen(
             [sys.executable, *args], stdout=out, stderr=subprocess.STDOUT, cwd=ROOT, preexec_fn=pin
         )
-
-
-def wait_http(url: str, deadline_s: float = 30.0) -> None:
-    end = time.monotonic() + deadline_s
-    while time.monotonic() < end:
-        try:
-            if httpx.get(url, timeout=1.0).status_code < 500:
-                return
-        except httpx.HTTPError:
-            time.sleep(0.1)
-    raise SystemExit(f"{url} did not come up within {deadline_s} s")
 
 
 def run_load(args: list[str], cpu: int | None) -> dict[str, Any]:

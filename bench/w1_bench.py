@@ -37,12 +37,11 @@ import math
 import re
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -56,6 +55,7 @@ sys.path.insert(0, str(REPO))
 
 sys.path.insert(0, str(REPO / "bench"))
 from core_bench import API_KEY, service_config  # noqa: E402
+from timing import timed  # noqa: E402
 
 from servemetrics.ingest.backfill import iter_backfill  # noqa: E402
 from servemetrics.store.duckdb import DuckDBStore  # noqa: E402
@@ -221,20 +221,6 @@ def write_config(path: Path, data_dir: Path, port: int, first_s: int, store: dic
         {"deployment": "d3", "at": _iso(first_s - 1), "percent": 50},  # rolling again: d1, d2 and d3
     ]
     path.write_text(yaml.safe_dump(service_config(data_dir, port, promotions, store), sort_keys=False))
-
-
-def timed(fn: Callable[[], object], runs: int) -> tuple[float, float, float]:
-    """(first call, p50, p95) in ms of ``fn``: the first call is the warm-up."""
-    t = time.perf_counter()
-    fn()
-    first = (time.perf_counter() - t) * 1000
-    ms = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        ms.append((time.perf_counter() - t) * 1000)
-    ms.sort()
-    return first, statistics.median(ms), ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
 
 
 def api_params(end_s: int) -> dict[str, dict[str, Any]]:
