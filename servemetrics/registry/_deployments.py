@@ -107,33 +107,18 @@ class DeploymentsMixin(RegistryBase):
             self._model_exists(conn, model_id)
             if conn.execute(select(t.deployments.c.id).where(t.deployments.c.id == deployment_id)).first():
                 raise Conflict(f"deployment {deployment_id!r} already exists")
-            conn.execute(
-                insert(t.deployments).values(
-                    id=deployment_id,
-                    model_id=model_id,
-                    name=name,
-                    created_at_ms=at,
-                    status=status,
-                    instance_type_name=itype,
-                    gpu_type=gpu_type,
-                    gpu_count=gpu_count,
-                )
-            )
             new = {
                 "instance_type_name": itype,
                 "gpu_type": gpu_type,
                 "gpu_count": gpu_count,
                 "status": status,
             }
-            details = {
-                "deployment_id": deployment_id,
-                "deployment_name": name,
-                "environment": environment,
-                "name": name,
-                "instance_type_name": itype,
-                "old": None,
-                "new": new,
-            }
+            conn.execute(
+                insert(t.deployments).values(
+                    id=deployment_id, model_id=model_id, name=name, created_at_ms=at, **new
+                )
+            )
+            details = _deployed_details(deployment_id, name, environment, new)
             self._event(
                 conn,
                 model_id,
@@ -424,3 +409,19 @@ class DeploymentsMixin(RegistryBase):
                 conn.execute(
                     insert(tg).values(replica_id=replica.id, url=url, kind=kind, labels=labels or {})
                 )
+
+
+def _deployed_details(
+    deployment_id: str, name: str, environment: str | None, new: dict[str, Any]
+) -> dict[str, Any]:
+    """The DEPLOYED event's details: the deployment, its target environment, and ``new`` (instance type
+    name, GPU type and count, status)."""
+    return {
+        "deployment_id": deployment_id,
+        "deployment_name": name,
+        "environment": environment,
+        "name": name,
+        "instance_type_name": new["instance_type_name"],
+        "old": None,
+        "new": new,
+    }

@@ -315,41 +315,24 @@ class EnvironmentsMixin(RegistryBase):
         ``percent`` outside 0..100 or below 100 with ``rolling=False`` (a partial share needs a rolling
         promotion).
         """
-        if percent is not None:
-            self._check_percent(percent)
-            if rolling is False and percent < 100:
-                raise InvalidValue(
-                    f"percent {percent} needs a rolling promotion: send rolling true (or leave rolling "
-                    "out), or percent 100 (or no percent) for an instant promotion"
-                )
+        self._check_requested_share(percent, rolling)
         at = self._at(at_ms)
         with self.engine.begin() as conn:
             env = self._must_env(conn, model_id, env_name)
             if self._deployment_of(conn, model_id, deployment_id) is None:
                 raise NotFound(f"model {model_id!r} has no deployment {deployment_id!r}")
             info = self._env_info(conn, env)
-            is_rolling = (
-                rolling if rolling is not None else bool(env.promotion_settings.get("rolling_deploy"))
-            )
-            is_rolling = is_rolling or (percent is not None and percent < 100)
-            start = (percent if percent is not None else 0) if is_rolling else 100
+            is_rolling, start = _starting_share(env.promotion_settings, percent, rolling)
             self._check_percent(start)
             self._check_can_start(conn, info, deployment_id, at, supersede)
             status = status_for(start)
-            values = dict(
-                environment_id=env.id,
-                deployment_id=deployment_id,
-                started_at_ms=at,
-                previous_deployment_id=info.current_deployment_id,
-                rolling=is_rolling,
-                status=status,
-                percent_traffic_to_new_version=start,
-                ended_at_ms=at if start == 100 else None,
+            pid = self._insert_promotion(
+                conn, env.id, deployment_id, info.current_deployment_id, at, is_rolling, start
             )
-            pid = int(conn.execute(insert(t.promotions).values(**values)).inserted_primary_key[0])  # type: ignore[index]
-            self._step(conn, pid, at, "START", start)
             promotion = self._promotion_by_id(conn, pid)
             both = self._promotion_details(conn, promotion)
+            share = {"environment": env_name, "rolling": is_rolling, "percent": start, "status": status}
+            details = _promoted_details(both, share)
             self._event(
                 conn,
                 model_id,
@@ -357,23 +340,47 @@ class EnvironmentsMixin(RegistryBase):
                 at,
                 deployment_id=deployment_id,
                 environment=env_name,
-                details={
-                    **both,
-                    "environment": env_name,
-                    "rolling": is_rolling,
-                    "percent": start,
-                    "status": status,
-                    "old": {
-                        "deployment_id": both["previous_deployment_id"],
-                        "deployment_name": both["previous_deployment_name"],
-                    },
-                    "new": {
-                        "deployment_id": both["deployment_id"],
-                        "deployment_name": both["deployment_name"],
-                    },
-                },
+                details=details,
             )
             return promotion
+
+    def _insert_promotion(
+        self,
+        conn: Connection,
+        env_id: int,
+        deployment_id: str,
+        previous: str | None,
+        at: int,
+        rolling: bool,
+        start: int,
+    ) -> int:
+        """Insert a promotion row starting at ``start`` percent (ended at once at 100) and its START step;
+        returns its id."""
+        values = dict(
+            environment_id=env_id,
+            deployment_id=deployment_id,
+            started_at_ms=at,
+            previous_deployment_id=previous,
+            rolling=rolling,
+            status=status_for(start),
+            percent_traffic_to_new_version=start,
+            ended_at_ms=at if start == 100 else None,
+        )
+        pid = int(conn.execute(insert(t.promotions).values(**values)).inserted_primary_key[0])  # type: ignore[index]
+        self._step(conn, pid, at, "START", start)
+        return pid
+
+    @classmethod
+    def _check_requested_share(cls, percent: int | None, rolling: bool | None) -> None:
+        """InvalidValue for a ``percent`` outside 0..100, or below 100 with ``rolling=False``."""
+        if percent is None:
+            return
+        cls._check_percent(percent)
+        if rolling is False and percent < 100:
+            raise InvalidValue(
+                f"percent {percent} needs a rolling promotion: send rolling true (or leave rolling "
+                "out), or percent 100 (or no percent) for an instant promotion"
+            )
 
     @staticmethod
     def _check_percent(percent: int) -> None:
@@ -433,3 +440,28 @@ class EnvironmentsMixin(RegistryBase):
         with self.engine.connect() as conn:
             rows = conn.execute(select(s).where(s.c.promotion_id == promotion_id).order_by(s.c.at_ms, s.c.id))
             return [(r.at_ms, r.action, r.percent) for r in rows]
+
+
+def _starting_share(
+    promotion_settings: dict[str, Any], percent: int | None, rolling: bool | None
+) -> tuple[bool, int]:
+    """``(rolling, starting percent)`` of a new promotion: rolling when asked, when the environment's
+    ``rolling_deploy`` setting says so, or when ``percent`` < 100; a rolling one starts at ``percent``
+    (default 0), an instant one at 100."""
+    is_rolling = rolling if rolling is not None else bool(promotion_settings.get("rolling_deploy"))
+    is_rolling = is_rolling or (percent is not None and percent < 100)
+    return is_rolling, ((percent if percent is not None else 0) if is_rolling else 100)
+
+
+def _promoted_details(both: dict[str, Any], share: dict[str, Any]) -> dict[str, Any]:
+    """The PROMOTED event's details: the promotion's two deployments (``both``), the ``share`` fields
+    (environment, rolling, percent, status), then ``old`` and ``new`` (deployment id and name of each)."""
+    return {
+        **both,
+        **share,
+        "old": {
+            "deployment_id": both["previous_deployment_id"],
+            "deployment_name": both["previous_deployment_name"],
+        },
+        "new": {"deployment_id": both["deployment_id"], "deployment_name": both["deployment_name"]},
+    }
