@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -15,6 +15,9 @@ from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
 from servemetrics import __version__
+
+if TYPE_CHECKING:
+    from servemetrics.importer import Progress as ImportProgress
 
 app = typer.Typer(
     help="Model-serving metrics: scrape replicas, store samples, answer the metrics API.",
@@ -107,18 +110,7 @@ def import_file(
             progress.update(task, completed=done)
 
         try:
-            if url is not None:
-                if not api_key:
-                    err.print("[red]error:[/red] --url needs --api-key (or SERVEMETRICS_API_KEY)")
-                    raise typer.Exit(2)
-                stored = importer.via_service(file, url, api_key, model, deployment, replica, advance)
-            elif config is not None:
-                stored = importer.into_data_dir(_load(config), file, model, deployment, replica, advance)
-            else:
-                err.print(
-                    "[red]error:[/red] give --url URL --api-key KEY (a running service) or --config FILE"
-                )
-                raise typer.Exit(2)
+            stored = _import(file, (model, deployment, replica), url, api_key, config, advance)
         except importer.ImportFailed as exc:
             err.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(1) from exc
@@ -128,6 +120,30 @@ def import_file(
             "nothing was stored: no sample of the file maps to a catalog metric or engine metric, or all "
             "were already stored (docs/ingest.md lists what each source adapter keeps)"
         )
+
+
+def _import(
+    file: Path,
+    replica: tuple[str, str, str],
+    url: str | None,
+    api_key: str | None,
+    config: Path | None,
+    advance: ImportProgress,
+) -> int:
+    """Import ``file`` as samples of ``replica`` (model, deployment, replica ids) through the service at
+    ``url`` or into ``config``'s data directory; the samples stored. Exit code 2 when neither (or no
+    ``api_key`` for ``url``) is given; ``importer.ImportFailed`` as the importer raises it."""
+    from servemetrics import importer
+
+    if url is not None:
+        if not api_key:
+            err.print("[red]error:[/red] --url needs --api-key (or SERVEMETRICS_API_KEY)")
+            raise typer.Exit(2)
+        return importer.via_service(file, url, api_key, *replica, advance)
+    if config is not None:
+        return importer.into_data_dir(_load(config), file, *replica, advance)
+    err.print("[red]error:[/red] give --url URL --api-key KEY (a running service) or --config FILE")
+    raise typer.Exit(2)
 
 
 @app.command()

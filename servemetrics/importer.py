@@ -9,6 +9,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
@@ -16,6 +17,9 @@ from servemetrics.config import Config, apply_config, engine_options
 from servemetrics.ingest.backfill import BackfillError, iter_backfill
 from servemetrics.registry import Registry
 from servemetrics.samples import MAX_FUTURE_MS
+
+if TYPE_CHECKING:
+    from servemetrics.store.base import Store
 
 Progress = Callable[[int, int | None], None]
 CHUNK = 1 << 20
@@ -73,48 +77,67 @@ def into_data_dir(
     Raises:
         ImportFailed: unknown model / deployment, the data directory is in use, or the file is invalid.
     """
-    from servemetrics.store import open_store
-
     Path(config.data_dir).mkdir(parents=True, exist_ok=True)
     registry = Registry.open(str(config.registry_url))
     try:
         apply_config(config, registry)
-        dep = registry.deployment(model_id, deployment_id)
-        if dep is None:
-            raise ImportFailed(
-                f"no deployment {deployment_id!r} of model {model_id!r} in {config.data_dir}; "
-                "declare it in the config's models section"
-            )
-        model_name = next((m.name or m.id for m in config.models if m.id == model_id), model_id)
-        labels = {
-            "model_id": model_id,
-            "model_name": model_name,
-            "deployment_id": deployment_id,
-            "replica": replica,
-        }
+        labels = _replica_labels(config, registry, model_id, deployment_id, replica)
+        store = _open_store(config)
         try:
-            store = open_store(Path(config.data_dir), engine_options(config))
-        except Exception as exc:  # DuckDB raises IOException when another process holds the file
-            raise ImportFailed(
-                f"cannot open the store in {config.data_dir} ({exc}); if a service is "
-                "running on it, import through it with --url and --api-key"
-            ) from exc
-        stored = 0
-        try:
-            for batch in iter_backfill(path, labels, progress=progress):
-                if len(batch) and int(batch.ts_ms.max()) >= time.time() * 1000 + MAX_FUTURE_MS:
-                    raise ImportFailed(
-                        f"stopped after {stored} samples: a sample is over 10 minutes in the future; "
-                        "backfill timestamps are in seconds"
-                    )
-                stored += store.append(batch)
-        except (BackfillError, UnicodeDecodeError) as exc:
-            raise ImportFailed(f"stopped after {stored} samples: {exc}") from exc
+            return _append_file(store, path, labels, progress)
         finally:
             flush = getattr(store, "flush", None)  # an engine store: wait for the engine to take it all
             if flush is not None:
                 flush(IMPORT_FLUSH_S)  # what is left stays in the buffer; the next `serve` sends it
             store.close()
-        return stored
     finally:
         registry.close()
+
+
+def _replica_labels(
+    config: Config, registry: Registry, model_id: str, deployment_id: str, replica: str
+) -> dict[str, str]:
+    """The registry labels of the imported replica's samples; ImportFailed when the config declares no
+    such deployment."""
+    if registry.deployment(model_id, deployment_id) is None:
+        raise ImportFailed(
+            f"no deployment {deployment_id!r} of model {model_id!r} in {config.data_dir}; "
+            "declare it in the config's models section"
+        )
+    model_name = next((m.name or m.id for m in config.models if m.id == model_id), model_id)
+    return {
+        "model_id": model_id,
+        "model_name": model_name,
+        "deployment_id": deployment_id,
+        "replica": replica,
+    }
+
+
+def _open_store(config: Config) -> Store:
+    """The config's store; ImportFailed when it cannot be opened (e.g. a service holds the DuckDB file)."""
+    from servemetrics.store import open_store
+
+    try:
+        return open_store(Path(config.data_dir), engine_options(config))
+    except Exception as exc:  # DuckDB raises IOException when another process holds the file
+        raise ImportFailed(
+            f"cannot open the store in {config.data_dir} ({exc}); if a service is "
+            "running on it, import through it with --url and --api-key"
+        ) from exc
+
+
+def _append_file(store: Store, path: Path, labels: dict[str, str], progress: Progress) -> int:
+    """Append the file's batches to ``store``; the samples stored. ImportFailed (naming how many were
+    stored) for an invalid file or a sample over 10 minutes in the future."""
+    stored = 0
+    try:
+        for batch in iter_backfill(path, labels, progress=progress):
+            if len(batch) and int(batch.ts_ms.max()) >= time.time() * 1000 + MAX_FUTURE_MS:
+                raise ImportFailed(
+                    f"stopped after {stored} samples: a sample is over 10 minutes in the future; "
+                    "backfill timestamps are in seconds"
+                )
+            stored += store.append(batch)
+    except (BackfillError, UnicodeDecodeError) as exc:
+        raise ImportFailed(f"stopped after {stored} samples: {exc}") from exc
+    return stored

@@ -262,9 +262,3 @@ DEFAULT_METRICS: tuple[str, ...] = (
     "baseten_end_to_end_response_time_seconds",
 )
 """Metrics answered when a request names none (spec: the metrics endpoint's default set)."""
-
-ALIASES: dict[str, str] = {
-    "vllm:gpu_cache_usage_perc": "vllm:kv_cache_usage_perc",
-}
-"""Source metric renamed by an engine upgrade -> the name it is stored under, so the series stays
-continuous. When both names appear in one scrape, the new name's sample wins (regression case C9)."""

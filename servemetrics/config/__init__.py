@@ -7,18 +7,15 @@ Keys (defaults in brackets; docs/configuration.md has an example of each): ``lis
 (trainer deployments, docs/loops.md).
 Durations are seconds (``15``) or a number with a unit ``ms s m h d`` (``15s``, ``15d``) and are held as
 float seconds. Every mistake raises ``ConfigError`` naming the key and what to write instead.
+
+Modules: ``model`` (the pydantic models), ``validators`` (the value checks), ``load`` (YAML and the
+error renderer), ``apply`` (into the registry, and the ``store`` key for the store).
 """
 
-from servemetrics.config.apply import apply_config, open_registry
-from servemetrics.config.schema import (
-    Config,
-    ConfigError,
-    check_registry_url,
-    engine_options,
-    load_config,
-    parse_config,
-    parse_duration,
-)
+from servemetrics.config.apply import apply_config, engine_options, open_registry
+from servemetrics.config.load import ConfigError, load_config, parse_config
+from servemetrics.config.model import Config
+from servemetrics.config.validators import check_registry_url, parse_duration
 
 __all__ = [
     "Config",

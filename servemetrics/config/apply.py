@@ -1,25 +1,29 @@
-"""``apply_config(config, registry)``: sync what the config declares into the registry, and
-``open_registry(config)``: open the registry the config names, with errors that say what to fix."""
+"""The config applied: ``apply_config(config, registry)`` syncs what the config declares into the
+registry, ``open_registry(config)`` opens the registry the config names (errors say what to fix), and
+``engine_options(config)`` / ``remote_write_buffer_dir(config)`` translate the ``store`` key for the store."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 
-from servemetrics.config.schema import (
+from servemetrics.config.load import ConfigError
+from servemetrics.config.model import (
     Config,
-    ConfigError,
     EnvironmentConfig,
     ModelConfig,
     PromotionConfig,
     TrainerDeploymentConfig,
-    check_registry_url,
-    remote_write_buffer_dir,
 )
+from servemetrics.config.validators import check_registry_url
 from servemetrics.registry.records import RegistryError, TrainerNode, TrainerTarget
 from servemetrics.registry.registry import Registry
+
+if TYPE_CHECKING:
+    from servemetrics.store.prometheus import EngineOptions
 
 
 def apply_config(config: Config, registry: Registry) -> None:
@@ -69,6 +73,31 @@ def open_registry(config: Config) -> Registry:
             else "check the path is a writable SQLite file"
         )
         raise ConfigError(f"cannot open the registry at {shown} ({reason}); {hint}") from None
+
+
+def engine_options(config: Config) -> EngineOptions | None:
+    """The engine the config's ``store`` names (None for the embedded DuckDB store). A relative
+    ``buffer_dir`` is relative to ``data_dir``; the default is ``<data_dir>/remote_write_buffer``."""
+    from servemetrics.store.prometheus import EngineOptions
+    from servemetrics.store.promql import Flavor
+
+    s = config.store
+    if s.kind != "prometheus":
+        return None
+    assert s.flavor is not None and s.query_url is not None and s.remote_write_url is not None
+    headers = dict(s.tenant_header or {})
+    if s.bearer_token is not None:
+        headers["Authorization"] = f"Bearer {s.bearer_token.get_secret_value()}"
+    auth = (s.basic_auth.username, s.basic_auth.password.get_secret_value()) if s.basic_auth else None
+    buffer_dir = remote_write_buffer_dir(config)
+    assert buffer_dir is not None
+    return EngineOptions(Flavor(s.flavor), s.query_url, s.remote_write_url, buffer_dir, headers, auth)
+
+
+def remote_write_buffer_dir(config: Config) -> Path | None:
+    """The remote_write buffer directory of a ``kind: prometheus`` store (``store.buffer_dir``, relative to
+    ``data_dir``; default ``<data_dir>/remote_write_buffer``), None for the embedded store."""
+    return config.store.buffer_path(config.data_dir)
 
 
 def _make_dir(path: Path, key: str) -> None:

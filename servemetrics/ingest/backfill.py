@@ -31,7 +31,7 @@ from prometheus_client import parser as _text_parser
 from prometheus_client.openmetrics import parser as _om_parser
 
 from servemetrics.ingest.adapters import adapt
-from servemetrics.ingest.exposition import _PARSE_ERRORS, ExpositionError, collect_samples
+from servemetrics.ingest.exposition import PARSE_ERRORS, ExpositionError, collect_samples
 from servemetrics.samples import SampleBatch
 
 Progress = Callable[[int, int | None], None]
@@ -258,7 +258,7 @@ def _parse_unit(unit: _Unit) -> list:
     lines = _Lines(text)
     try:
         families = list(_om_parser.text_fd_to_metric_families(lines))
-    except _PARSE_ERRORS as exc:
+    except PARSE_ERRORS as exc:
         meta_count = len(unit.meta_lines) if family is None else int(unit.kind != "unknown")
         line = _error_line(unit, lines.number, meta_count)
         raise BackfillError(f"line {line}: invalid OpenMetrics: {exc}") from exc

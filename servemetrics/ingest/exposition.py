@@ -14,6 +14,7 @@ so that errors can name one, and turns the library's families into ``Sample`` ro
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 import re
@@ -27,10 +28,13 @@ from prometheus_client.utils import floatToGoString
 
 from servemetrics.samples import Sample
 from servemetrics.timeutil import MAX_TS_MS
+from servemetrics.types import Labels, Millis, labels_of
 
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text"
 _INF_LE = re.compile(r'([{,]\s*le\s*=\s*")[+]?[iI][nN][fF](")')
-_PARSE_ERRORS = (ValueError, IndexError, KeyError, TypeError, AttributeError)
+PARSE_ERRORS = (ValueError, IndexError, KeyError, TypeError, AttributeError)
+"""What the ``prometheus_client`` parsers raise on a malformed line (they have no error class of their
+own); ``parse_exposition`` and ``backfill`` turn these into their own errors."""
 
 
 class ExpositionError(ValueError):
@@ -52,20 +56,13 @@ def is_openmetrics(text: str, content_type: str | None) -> bool:
     return text.rstrip().endswith("# EOF")
 
 
+@functools.lru_cache(maxsize=10_000)
 def normalise_le(le: str) -> str:
     """Format a bucket bound as Prometheus does: ``"1"`` -> ``"1.0"``, ``"+inf"`` -> ``"+Inf"``.
 
     Raises ``ValueError`` when ``le`` is not a number.
     """
-    cached = _LE_CACHE.get(le)
-    if cached is None:
-        cached = floatToGoString(float(le))
-        if len(_LE_CACHE) < 10_000:
-            _LE_CACHE[le] = cached
-    return cached
-
-
-_LE_CACHE: dict[str, str] = {}
+    return floatToGoString(float(le))
 
 
 def _checked_le(name: str, le: str) -> str:
@@ -75,7 +72,7 @@ def _checked_le(name: str, le: str) -> str:
         raise ExpositionError(f"sample {name}: bucket bound le={le!r} is not a number") from None
 
 
-def timestamp_ms(ts: float | Timestamp | None, default_ms: int, *, seconds: bool = True) -> int:
+def timestamp_ms(ts: float | Timestamp | None, default_ms: int) -> int:
     """Convert a library timestamp (seconds as float or ``Timestamp``) to int epoch milliseconds."""
     if ts is None:
         return default_ms
@@ -132,7 +129,7 @@ def parse_exposition(body: bytes | str, content_type: str | None, scrape_ts_ms: 
     parse = _om_parser.text_fd_to_metric_families if openmetrics else _text_parser.text_fd_to_metric_families
     try:
         families = list(parse(lines))  # type: ignore[arg-type]
-    except _PARSE_ERRORS as exc:
+    except PARSE_ERRORS as exc:
         fmt = "OpenMetrics" if openmetrics else "Prometheus text"
         raise ExpositionError(f"line {lines.number}: invalid {fmt} exposition: {exc}") from exc
     renamed = set() if openmetrics else lines.counter_names
@@ -157,7 +154,7 @@ def collect_samples(
     """Turn library ``Metric`` families into ``Sample`` rows with this module's rules (see the module
     docstring). ``renamed_counters`` names text-format counters declared without ``_total``."""
     out: list[Sample] = []
-    seen: set[tuple[str, tuple[tuple[str, str], ...], int]] = set()
+    seen: set[tuple[str, Labels, Millis]] = set()
     duplicates = 0
     for fam in families:
         fname, ftype = fam.name, fam.type  # type: ignore[attr-defined]
@@ -176,7 +173,7 @@ def collect_samples(
                 raise ExpositionError(
                     f"sample {name}: timestamp {s.timestamp} is out of range (epoch 1970-2200)"
                 )
-            key = (name, tuple(sorted(labels.items())), ts)
+            key = (name, labels_of(labels), ts)
             if key in seen:
                 duplicates += 1
                 continue

@@ -57,7 +57,7 @@ AGENT_UNSCRAPABLE: frozenset[str] = frozenset({"kubelet_summary"})
 DIFFERENCES: dict[str, str] = {
     "engine_passthrough": "Every vllm:* / sglang:* sample is stored by `adapt` under its own name with "
     "source=vllm|sglang; a recording rule needs a fixed name, so only renamed engine names "
-    "(catalog ALIASES) are recorded. Other engine series stay in the engine as scraped: with job and "
+    "(engines.ALIASES) are recorded. Other engine series stay in the engine as scraped: with job and "
     "instance, without source.",
     "kubelet_summary": "The kubelet Summary API is JSON, which an agent cannot scrape: no ephemeral-storage "
     "series from it (node_exporter's filesystem series still map).",

@@ -29,8 +29,8 @@ import anyio
 import httpx
 
 from servemetrics.ingest.adapters import adapt
-from servemetrics.ingest.adapters.kubelet_summary import SummaryError, is_summary, parse_summary
 from servemetrics.ingest.exposition import ExpositionError, ParseResult, parse_exposition
+from servemetrics.ingest.kubelet_summary import SummaryError, is_summary, parse_summary
 from servemetrics.labels import PHASE_LABELS, UP
 from servemetrics.samples import MAX_FUTURE_MS, Sample, SampleBatch
 from servemetrics.selfmetrics import SelfMetrics

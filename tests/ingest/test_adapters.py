@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from servemetrics.catalog.metrics import ALIASES, CATALOG
+from servemetrics.catalog.metrics import CATALOG
 from servemetrics.catalog.model import Kind
 from servemetrics.catalog.trainer import TRAINER_CATALOG
 from servemetrics.ingest.adapters import ADAPTERS, adapt, rules_for
-from servemetrics.ingest.adapters.engines import source_of
+from servemetrics.ingest.adapters.engines import ALIASES, source_of
 from servemetrics.ingest.exposition import parse_exposition
 from servemetrics.labels import TARGET_LABELS
 from servemetrics.samples import Sample

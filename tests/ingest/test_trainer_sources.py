@@ -8,11 +8,12 @@ import httpx
 import pytest
 
 from servemetrics.ingest.adapters import adapt
-from servemetrics.ingest.adapters.kubelet_summary import SummaryError, parse_summary
 from servemetrics.ingest.exposition import parse_exposition
+from servemetrics.ingest.kubelet_summary import SummaryError, parse_summary
 from servemetrics.ingest.scraper import Scraper, Target
 from servemetrics.store.base import Reducer, Selection, ValueSet
 from servemetrics.store.memory import MemoryStore
+from servemetrics.types import labels_of
 from tests.ingest.fixtures import REPO_ROOT, SCRAPE_MS
 from tests.scrape.test_scraper import Exporter
 
@@ -88,9 +89,7 @@ def test_node_exporter_root_filesystem_only():
 def _scrape(store: MemoryStore, url: str, ts: int):
     async def go():
         async with httpx.AsyncClient() as client:
-            return await Scraper(client, store.append).scrape_once(
-                Target(url, tuple(sorted(NODE.items()))), ts
-            )
+            return await Scraper(client, store.append).scrape_once(Target(url, labels_of(NODE)), ts)
 
     return anyio.run(go)
 

@@ -66,6 +66,12 @@ def test_defaults() -> None:
     assert config.registry_url == "sqlite:///data/registry.sqlite3"
 
 
+def test_listen_is_parsed_once_into_host_and_port() -> None:
+    config = parse_config({"listen": "[::]:8080"})
+    assert (config.listen, config.host, config.port) == ("[::]:8080", "[::]", 8080)
+    assert config.model_dump(mode="json")["listen"] == "[::]:8080"
+
+
 def test_load_full_file(tmp_path: Path) -> None:
     path = tmp_path / "sm.yaml"
     path.write_text(CONFIG)

@@ -1,12 +1,14 @@
 """Source adapters: map exporter series to canonical series at ingest (DESIGN "one direction").
 
-``ADAPTERS`` is the table (source -> rules, see ``rules.Rule``); ``adapt`` applies it to one scrape
-(or one backfill batch). Samples no rule maps are dropped, except engine metrics (``vllm:``,
+``ADAPTERS`` is the table of rules (see ``rules.Rule``), grouped by source for docs and recording rules;
+it is not a per-source dispatch: ``adapt`` applies every source's rules, indexed by sample name, to one
+scrape (or one backfill batch). Samples no rule maps are dropped, except engine metrics (``vllm:``,
 ``sglang:``), which are kept under their own names.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 
 from servemetrics.ingest.adapters import (
@@ -22,6 +24,7 @@ from servemetrics.ingest.adapters import (
 )
 from servemetrics.ingest.adapters.rules import LabelMatch, Rule
 from servemetrics.samples import Sample
+from servemetrics.types import Labels, Millis, SeriesKey, labels_of
 
 __all__ = ["ADAPTERS", "LabelMatch", "Rule", "adapt", "rules_for"]
 
@@ -36,7 +39,8 @@ ADAPTERS: dict[str, tuple[Rule, ...]] = {
     "kubelet_summary": kubelet_summary.RULES,
     "node_exporter": node_exporter.RULES,
 }
-"""Source adapter name -> its rules. Engine samples without a rule are kept as they are."""
+"""Source adapter name -> its rules (grouped by source for docs and recording rules; ``adapt`` applies
+them all). Engine samples without a rule are kept as they are."""
 
 
 def _index() -> dict[str, tuple[Rule, ...]]:
@@ -48,21 +52,19 @@ def _index() -> dict[str, tuple[Rule, ...]]:
 
 
 _INDEX = _index()
-_ENGINE_RULES: dict[str, tuple[Rule, ...]] = {}
 
 
 def rules_for(name: str) -> tuple[Rule, ...]:
     """The rules that apply to a source sample name (empty: the sample is dropped)."""
     rules = _INDEX.get(name)
-    if rules is not None:
-        return rules
-    rules = _ENGINE_RULES.get(name)
-    if rules is None:
-        rule = engines.passthrough_rule(name)
-        rules = (rule,) if rule is not None else ()
-        if len(_ENGINE_RULES) < 100_000:
-            _ENGINE_RULES[name] = rules
-    return rules
+    return rules if rules is not None else _engine_rules(name)
+
+
+@functools.lru_cache(maxsize=100_000)
+def _engine_rules(name: str) -> tuple[Rule, ...]:
+    """The keep-as-is rule of a name no table lists: one for an engine sample, none for the rest."""
+    rule = engines.passthrough_rule(name)
+    return (rule,) if rule is not None else ()
 
 
 def adapt(samples: Iterable[Sample], target_labels: Mapping[str, str]) -> list[Sample]:
@@ -74,8 +76,8 @@ def adapt(samples: Iterable[Sample], target_labels: Mapping[str, str]) -> list[S
     """
     extra = {k: v for k, v in target_labels.items() if v}
     out: list[Sample] = []
-    best: dict[tuple[str, tuple[tuple[str, str], ...], int], tuple[int, int]] = {}
-    plans: dict[tuple[str, tuple[tuple[str, str], ...]], list[tuple[Rule, tuple[tuple[str, str], ...]]]] = {}
+    best: dict[tuple[str, Labels, Millis], tuple[int, int]] = {}
+    plans: dict[SeriesKey, list[tuple[Rule, Labels]]] = {}
     for s in samples:
         plan = plans.get((s.name, s.labels))
         if plan is None:
@@ -93,7 +95,7 @@ def adapt(samples: Iterable[Sample], target_labels: Mapping[str, str]) -> list[S
     return out
 
 
-def _plan(sample: Sample, extra: dict[str, str]) -> list[tuple[Rule, tuple[tuple[str, str], ...]]]:
+def _plan(sample: Sample, extra: dict[str, str]) -> list[tuple[Rule, Labels]]:
     """The rules that apply to one source series, each with its canonical label set."""
     rules = rules_for(sample.name)
     if not rules:
@@ -104,5 +106,5 @@ def _plan(sample: Sample, extra: dict[str, str]) -> list[tuple[Rule, tuple[tuple
         if rule.applies(source_labels):
             labels = rule.map_labels(source_labels)
             labels.update(extra)
-            plan.append((rule, tuple(sorted(labels.items()))))
+            plan.append((rule, labels_of(labels)))
     return plan

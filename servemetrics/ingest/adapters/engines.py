@@ -1,12 +1,17 @@
 """vLLM and SGLang engine metrics: stored under their own names with all their labels, plus
-``source="vllm"`` / ``"sglang"``. Names renamed by an engine upgrade (``catalog.metrics.ALIASES``)
+``source="vllm"`` / ``"sglang"``. Names renamed by an engine upgrade (``ALIASES``)
 are stored under the new name; when both names appear at the same time, the new name's sample wins
 (regression case C9), never the sum."""
 
 from __future__ import annotations
 
-from servemetrics.catalog.metrics import ALIASES
 from servemetrics.ingest.adapters.rules import Rule
+
+ALIASES: dict[str, str] = {
+    "vllm:gpu_cache_usage_perc": "vllm:kv_cache_usage_perc",
+}
+"""Source metric renamed by an engine upgrade -> the name it is stored under, so the series stays
+continuous. When both names appear in one scrape, the new name's sample wins (regression case C9)."""
 
 PREFIXES: dict[str, str] = {"vllm:": "vllm", "sglang:": "sglang"}
 """Engine name prefix -> ``source`` label; any sample with such a prefix is kept under its own name."""
