@@ -7,6 +7,7 @@ loops, and keeps the ``Service`` in ``app.state.service``, where ``api/deps.py``
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import AsyncIterator, Callable
 
 from fastapi import FastAPI
@@ -55,21 +56,22 @@ def create_app(
 ) -> FastAPI:
     """Build the service for ``config``; the arguments are ``open_service``'s (``gateway`` also mounts
     the inference paths and ``/gateway/metrics``)."""
+    service = functools.partial(
+        open_service,
+        config,
+        scrape=scrape,
+        clock=clock,
+        store=store,
+        gateway=gateway,
+        gateway_options=gateway_options,
+        async_options=async_options,
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with open_service(
-            config,
-            scrape=scrape,
-            clock=clock,
-            store=store,
-            gateway=gateway,
-            gateway_options=gateway_options,
-            async_options=async_options,
-        ) as service:
-            app.state.service = service
+        async with service() as app.state.service:
             # read by api/routes/gateway.py and async_predict.py until they take deps.GatewayDep
-            app.state.gateway = service.gateway
+            app.state.gateway = app.state.service.gateway
             yield
 
     app = FastAPI(
