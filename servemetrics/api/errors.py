@@ -1,4 +1,9 @@
-"""One error type for the API and the handler that renders it as the spec's ``{"error": "..."}``.
+"""The API's errors, rendered in one place as the spec's ``{"error": "..."}`` (``error_response``).
+
+``install_error_handlers`` maps ``ApiError`` (any status, ``retry_after`` for 429), request validation
+(400), the registry's ``NotFound`` (404), ``Conflict`` (409) and ``InvalidValue`` (400), the query's
+``WindowError``, ``UnknownMetricError`` and ``NotHistogramError`` (400) and ``StoreUnavailableError``
+(503), so routes raise and never catch to translate.
 
 Status codes (DESIGN "Errors, auth, tenancy"): 400 bad input, 401 no or bad key, 403 a key that may not
 do this, 404 no such model / deployment / environment (including another organization's), 409 conflict,
@@ -13,6 +18,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from servemetrics.query.bounds import NotHistogramError
+from servemetrics.query.plan import UnknownMetricError
+from servemetrics.query.windows import WindowError
+from servemetrics.registry import Conflict, InvalidValue, NotFound
 from servemetrics.store.errors import StoreUnavailableError
 
 
@@ -46,11 +55,16 @@ def forbidden(message: str) -> ApiError:
     return ApiError(403, message)
 
 
-def _body(message: str, retry_after: int | None = None) -> dict[str, object]:
-    body: dict[str, object] = {"error": message}
-    if retry_after is not None:
-        body["retry_after"] = retry_after
-    return body
+def error_response(status: int, message: str, retry_after: int | None = None) -> JSONResponse:
+    """``{"error": message}`` with ``status``; with ``retry_after`` (whole seconds) the body also has
+    ``"retry_after"`` and the response a ``Retry-After`` header."""
+    if retry_after is None:
+        return JSONResponse({"error": message}, status_code=status)
+    return JSONResponse(
+        {"error": message, "retry_after": retry_after},
+        status_code=status,
+        headers={"Retry-After": str(retry_after)},
+    )
 
 
 _PLAIN = {
@@ -104,22 +118,48 @@ def _describe_validation(exc: RequestValidationError, request: Request | None = 
     return "invalid request: " + "; ".join(parts)
 
 
+STATUS_OF: dict[type[Exception], int] = {
+    NotFound: 404,
+    Conflict: 409,
+    InvalidValue: 400,
+    WindowError: 400,
+    UnknownMetricError: 400,
+    NotHistogramError: 400,
+}
+"""Exceptions of the layers below rendered as ``{"error": str(exc)}`` with this status."""
+
+
+async def _api_error(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return error_response(exc.status, exc.message, exc.retry_after)
+
+
+async def _validation(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    return error_response(400, _describe_validation(exc, request))
+
+
+async def _store_down(_: Request, exc: Exception) -> JSONResponse:
+    response = error_response(503, str(exc))
+    response.headers["Retry-After"] = "5"
+    return response
+
+
+async def _http(_: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, StarletteHTTPException)
+    return error_response(exc.status_code, str(exc.detail))
+
+
+async def _mapped(_: Request, exc: Exception) -> JSONResponse:
+    status = next(STATUS_OF[c] for c in type(exc).__mro__ if c in STATUS_OF)
+    return error_response(status, str(exc))
+
+
 def install_error_handlers(app: FastAPI) -> None:
     """Make every error of ``app`` a JSON ``{"error": ...}`` body with the right status code."""
-
-    @app.exception_handler(ApiError)
-    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
-        headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after is not None else None
-        return JSONResponse(_body(exc.message, exc.retry_after), status_code=exc.status, headers=headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def _validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return JSONResponse(_body(_describe_validation(exc, request)), status_code=400)
-
-    @app.exception_handler(StoreUnavailableError)
-    async def _store_down(_: Request, exc: StoreUnavailableError) -> JSONResponse:
-        return JSONResponse(_body(str(exc)), status_code=503, headers={"Retry-After": "5"})
-
-    @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return JSONResponse(_body(str(exc.detail)), status_code=exc.status_code)
+    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(RequestValidationError, _validation)
+    app.add_exception_handler(StoreUnavailableError, _store_down)
+    app.add_exception_handler(StarletteHTTPException, _http)
+    for error in STATUS_OF:
+        app.add_exception_handler(error, _mapped)

@@ -26,6 +26,8 @@ KEY_TYPES = (
 )
 SCOPED_KEY_TYPES = frozenset({"WORKSPACE_EXPORT_METRICS", "WORKSPACE_INVOKE"})
 _FULL_ACCESS = frozenset({"PERSONAL", "WORKSPACE_MANAGE_ALL"})
+METRICS_READ_KEY_TYPES = frozenset({*_FULL_ACCESS, "WORKSPACE_EXPORT_METRICS"})
+"""Key types that may read metrics (an export key: of the models in its scope)."""
 
 
 @dataclass(frozen=True)
@@ -94,6 +96,11 @@ def can_read_metrics(key: KeyInfo, model_id: str) -> bool:
     if key.type in _FULL_ACCESS:
         return True
     return key.type == "WORKSPACE_EXPORT_METRICS" and _in_scope(key, model_id)
+
+
+def can_read_some_metrics(key: KeyInfo) -> bool:
+    """May ``key``'s type read metrics at all (of its organization's models in its scope)?"""
+    return key.type in METRICS_READ_KEY_TYPES
 
 
 def can_manage(key: KeyInfo) -> bool:

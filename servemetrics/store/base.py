@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, runtime_checkable
 
 from servemetrics.samples import SampleBatch
 
@@ -128,6 +128,16 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Flush and release resources; the store is unusable afterwards."""
+        ...
+
+
+@runtime_checkable
+class SelfMonitored(Protocol):
+    """Optional beside ``Store``: a store that reports its own counters for the service's ``/metrics``
+    (``PrometheusStore``: remote_write samples queued, sent, failed, retries, buffer bytes)."""
+
+    def remote_write_stats(self) -> dict[str, float]:
+        """The counters by name (``selfmetrics.REMOTE_WRITE_METRICS``)."""
         ...
 
 

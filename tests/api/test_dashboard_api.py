@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from fastapi.testclient import TestClient
 
-from servemetrics.api.app import create_app
 from servemetrics.catalog import CATALOG
-from servemetrics.config import parse_config
 from servemetrics.registry import EVENT_KINDS
 from servemetrics.samples import Sample, SampleBatch
 from servemetrics.store.base import Store
 from servemetrics.store.duckdb import DuckDBStore
 from servemetrics.store.memory import MemoryStore
+from tests.api.conftest import Serve, org
 from tests.conftest import schema_validator
 from tests.query.helpers import T0, at, series, store_with
 
@@ -24,46 +21,44 @@ E2E = "baseten_end_to_end_response_time_seconds"
 GPU_USAGE = "/v1/organization/gpu_usage"
 
 
-def _config(tmp_path):
+def _declarations():
     def dep(id_, gpu_type=None, count=0):
         return {"id": id_, "name": f"v-{id_}", "instance_type": {"gpu_type": gpu_type, "gpu_count": count}}
 
-    return parse_config(
-        {
-            "data_dir": str(tmp_path),
-            "organizations": [
+    return {
+        "organizations": [
+            org(
+                "acme",
                 {
-                    "name": "acme",
-                    "api_keys": [
-                        {"key": KEY, "type": "WORKSPACE_MANAGE_ALL"},
-                        {"key": SCOPED_KEY, "type": "WORKSPACE_EXPORT_METRICS", "model_ids": ["m2"]},
-                        {"key": INVOKE_KEY, "type": "WORKSPACE_INVOKE"},
-                    ],
+                    KEY: "WORKSPACE_MANAGE_ALL",
+                    SCOPED_KEY: "WORKSPACE_EXPORT_METRICS",
+                    INVOKE_KEY: "WORKSPACE_INVOKE",
                 },
-                {"name": "other", "api_keys": [{"key": OTHER_KEY, "type": "WORKSPACE_MANAGE_ALL"}]},
-            ],
-            "models": [
-                {
-                    "id": "m1",
-                    "name": "llama",
-                    "organization": "acme",
-                    "deployments": [dep("d1", "A100", 2), dep("d3", "H100", 1)],
-                },
-                {
-                    "id": "m2",
-                    "name": "whisper",
-                    "organization": "acme",
-                    "deployments": [dep("d2", "H100", 1), dep("d4")],
-                },
-                {
-                    "id": "x1",
-                    "name": "theirs",
-                    "organization": "other",
-                    "deployments": [dep("x1d", "B200", 8)],
-                },
-            ],
-        }
-    )
+                scoped={SCOPED_KEY: ["m2"]},
+            ),
+            org("other", {OTHER_KEY: "WORKSPACE_MANAGE_ALL"}),
+        ],
+        "models": [
+            {
+                "id": "m1",
+                "name": "llama",
+                "organization": "acme",
+                "deployments": [dep("d1", "A100", 2), dep("d3", "H100", 1)],
+            },
+            {
+                "id": "m2",
+                "name": "whisper",
+                "organization": "acme",
+                "deployments": [dep("d2", "H100", 1), dep("d4")],
+            },
+            {
+                "id": "x1",
+                "name": "theirs",
+                "organization": "other",
+                "deployments": [dep("x1d", "B200", 8)],
+            },
+        ],
+    }
 
 
 def _samples() -> list[Sample]:
@@ -106,15 +101,13 @@ def _groups(steady: list[tuple[float, float]]) -> tuple[list[Sample], ...]:
 
 
 @pytest.fixture(params=["memory", "duckdb"])
-def client(request, tmp_path) -> Iterator[TestClient]:
+def client(request, tmp_path, serve: Serve) -> TestClient:
     """The service over the same samples in a MemoryStore or a real DuckDB file."""
     store: Store = _data()
     if request.param == "duckdb":
         store = DuckDBStore(tmp_path / "samples.duckdb")
         store.append(_batch())
-    app = create_app(_config(tmp_path), scrape=False, gateway=False, clock=lambda: at(120), store=store)
-    with TestClient(app) as c:
-        yield c
+    return serve(_declarations(), gateway=False, clock=lambda: at(120), store=store)
 
 
 def get(client, path, key=KEY, **params):
@@ -309,7 +302,7 @@ def test_gpu_usage_auth(client):
 
 
 def test_promoted_event_over_http_names_both_deployments(client):
-    registry = client.app.state.registry
+    registry = client.app.state.service.registry
     registry.create_environment("m1", "production", at_ms=at(1))
     registry.promote("m1", "production", "d1", at_ms=at(2))
     registry.promote("m1", "production", "d3", percent=50, at_ms=at(3))

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from fastapi.testclient import TestClient
 
-from servemetrics.api.app import create_app
-from servemetrics.config import parse_config
 from servemetrics.remote_write import encode_write_request
 from servemetrics.samples import Sample
-from servemetrics.store.memory import MemoryStore
 from servemetrics.types import labels_of
+from tests.api.conftest import Serve, auth, org
 from tests.conftest import schema_validator
 from tests.query.helpers import T0, at
 
@@ -21,32 +17,17 @@ REQ = "baseten_inference_requests_total"
 
 
 @pytest.fixture
-def client(tmp_path) -> Iterator[TestClient]:
-    cfg = parse_config(
-        {
-            "data_dir": str(tmp_path),
-            "organizations": [
-                {
-                    "name": "acme",
-                    "api_keys": [
-                        {"key": MANAGE, "type": "WORKSPACE_MANAGE_ALL"},
-                        {"key": READ, "type": "WORKSPACE_EXPORT_METRICS"},
-                    ],
-                },
-                {"name": "other", "api_keys": []},
-            ],
-            "models": [
-                {"id": "m1", "organization": "acme", "deployments": [{"id": "d1"}]},
-                {"id": "m2", "organization": "other", "deployments": [{"id": "x1"}]},
-            ],
-        }
-    )
-    with TestClient(create_app(cfg, scrape=False, clock=lambda: at(600), store=MemoryStore())) as c:
-        yield c
+def client(serve: Serve) -> TestClient:
+    acme = org("acme", {MANAGE: "WORKSPACE_MANAGE_ALL", READ: "WORKSPACE_EXPORT_METRICS"})
+    models = [
+        {"id": "m1", "organization": "acme", "deployments": [{"id": "d1"}]},
+        {"id": "m2", "organization": "other", "deployments": [{"id": "x1"}]},
+    ]
+    return serve({"organizations": [acme, org("other")], "models": models}, clock=lambda: at(600))
 
 
 def _h(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
+    return auth(key, "Bearer")
 
 
 def _summary(client: TestClient) -> list[float | None]:

@@ -2,42 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from fastapi.testclient import TestClient
 
-from servemetrics.api.app import create_app
-from servemetrics.config import parse_config
-from servemetrics.store.memory import MemoryStore
+from tests.api.conftest import Serve, auth, org
 
 MANAGE, READ, OTHER = "inv-manage", "inv-read", "inv-other"
 ID_RULE = "use 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit"
 
 
 @pytest.fixture
-def client(tmp_path) -> Iterator[TestClient]:
-    cfg = parse_config(
-        {
-            "data_dir": str(tmp_path),
-            "organizations": [
-                {
-                    "name": "acme",
-                    "api_keys": [
-                        {"key": MANAGE, "type": "WORKSPACE_MANAGE_ALL"},
-                        {"key": READ, "type": "WORKSPACE_EXPORT_METRICS"},
-                    ],
-                },
-                {"name": "other", "api_keys": [{"key": OTHER, "type": "WORKSPACE_MANAGE_ALL"}]},
-            ],
-        }
-    )
-    with TestClient(create_app(cfg, scrape=False, store=MemoryStore())) as c:
-        yield c
+def client(serve: Serve) -> TestClient:
+    acme = org("acme", {MANAGE: "WORKSPACE_MANAGE_ALL", READ: "WORKSPACE_EXPORT_METRICS"})
+    return serve({"organizations": [acme, org("other", {OTHER: "WORKSPACE_MANAGE_ALL"})]})
 
 
 def h(key: str) -> dict[str, str]:
-    return {"Authorization": f"Api-Key {key}"}
+    return auth(key)
 
 
 def test_create_model_deployment_and_replica_then_list(client):

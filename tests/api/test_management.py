@@ -10,8 +10,9 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from servemetrics.api.errors import install_error_handlers
-from servemetrics.api.routes.management import router
+from servemetrics.api.routes import environments, events, management
 from servemetrics.registry import Registry
+from tests.api.conftest import service_over
 
 MANAGE = {"Authorization": "Api-Key acme-manage-key"}
 BEARER = {"Authorization": "Bearer acme-manage-key"}
@@ -43,11 +44,12 @@ def registry(tmp_path: Path) -> Iterator[Registry]:
 
 
 @pytest.fixture
-def client(registry: Registry) -> TestClient:
+def client(registry: Registry, tmp_path: Path) -> TestClient:
     app = FastAPI()
     install_error_handlers(app)
-    app.include_router(router)
-    app.state.registry = registry
+    for module in (management, environments, events):
+        app.include_router(module.router)
+    app.state.service = service_over(registry, tmp_path)
     return TestClient(app)
 
 

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from fastapi.testclient import TestClient
 
-from servemetrics.api.app import create_app
-from servemetrics.config import parse_config
 from servemetrics.store.memory import MemoryStore
+from tests.api.conftest import Serve, org
 from tests.query.helpers import T0, at, series, store_with
 
 KEY, OTHER_KEY, INVOKE_KEY = "sm-test-key-1", "sm-other-org-key", "sm-invoke-key"
@@ -17,40 +14,31 @@ REQ = "baseten_inference_requests_total"
 GAUGE = "baseten_replicas_active"
 
 
-def config(tmp_path):
-    return parse_config(
-        {
-            "data_dir": str(tmp_path),
-            "organizations": [
-                {
-                    "name": "acme",
-                    "api_keys": [
-                        {"key": KEY, "type": "WORKSPACE_EXPORT_METRICS"},
-                        {"key": INVOKE_KEY, "type": "WORKSPACE_INVOKE"},
-                    ],
-                },
-                {"name": "other", "api_keys": [{"key": OTHER_KEY, "type": "WORKSPACE_MANAGE_ALL"}]},
-            ],
-            "models": [
-                {
-                    "id": "m1",
-                    "name": "llama",
-                    "organization": "acme",
-                    "deployments": [{"id": "d1", "name": "v1"}, {"id": "d2", "name": "v2"}],
-                    "environments": [
-                        {
-                            "name": "production",
-                            "promotions": [
-                                {"deployment": "d1", "at": "2025-12-31T00:00:00Z"},
-                                {"deployment": "d2", "at": "2026-01-01T00:00:45Z"},
-                            ],
-                        }
-                    ],
-                },
-                {"id": "m2", "name": "other-model", "organization": "other", "deployments": [{"id": "x1"}]},
-            ],
-        }
-    )
+def declarations():
+    return {
+        "organizations": [
+            org("acme", {KEY: "WORKSPACE_EXPORT_METRICS", INVOKE_KEY: "WORKSPACE_INVOKE"}),
+            org("other", {OTHER_KEY: "WORKSPACE_MANAGE_ALL"}),
+        ],
+        "models": [
+            {
+                "id": "m1",
+                "name": "llama",
+                "organization": "acme",
+                "deployments": [{"id": "d1", "name": "v1"}, {"id": "d2", "name": "v2"}],
+                "environments": [
+                    {
+                        "name": "production",
+                        "promotions": [
+                            {"deployment": "d1", "at": "2025-12-31T00:00:00Z"},
+                            {"deployment": "d2", "at": "2026-01-01T00:00:45Z"},
+                        ],
+                    }
+                ],
+            },
+            {"id": "m2", "name": "other-model", "organization": "other", "deployments": [{"id": "x1"}]},
+        ],
+    }
 
 
 def _data() -> MemoryStore:
@@ -63,10 +51,8 @@ def _data() -> MemoryStore:
 
 
 @pytest.fixture
-def client(tmp_path) -> Iterator[TestClient]:
-    app = create_app(config(tmp_path), scrape=False, clock=lambda: at(120), store=_data())
-    with TestClient(app) as c:
-        yield c
+def client(serve: Serve) -> TestClient:
+    return serve(declarations(), clock=lambda: at(120), store=_data())
 
 
 def get(client, path, key=KEY, scheme="Api-Key", **params):

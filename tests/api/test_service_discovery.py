@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from fastapi.testclient import TestClient
 
-from servemetrics.api.app import _targets, create_app
-from servemetrics.config import parse_config
-from servemetrics.store.memory import MemoryStore
+from servemetrics.api.service import scrape_targets
+from tests.api.conftest import Serve, org
 from tests.query.helpers import at
 
 KEY, SCOPED_KEY, INVOKE_KEY, OTHER_KEY = "sm-sd-key", "sm-sd-scoped", "sm-sd-invoke", "sm-sd-other"
@@ -17,130 +14,128 @@ SD = "/v1/service_discovery/targets"
 EMPTY_KEY = "sm-sd-empty"
 
 
-def _config(tmp_path):
-    return parse_config(
-        {
-            "data_dir": str(tmp_path),
-            "organizations": [
+def _declarations():
+    return {
+        "organizations": [
+            org(
+                "acme",
                 {
-                    "name": "acme",
-                    "api_keys": [
-                        {"key": KEY, "type": "WORKSPACE_EXPORT_METRICS"},
-                        {"key": SCOPED_KEY, "type": "WORKSPACE_EXPORT_METRICS", "model_ids": ["m2"]},
-                        {"key": INVOKE_KEY, "type": "WORKSPACE_INVOKE"},
-                    ],
+                    KEY: "WORKSPACE_EXPORT_METRICS",
+                    SCOPED_KEY: "WORKSPACE_EXPORT_METRICS",
+                    INVOKE_KEY: "WORKSPACE_INVOKE",
                 },
-                {"name": "other", "api_keys": [{"key": OTHER_KEY, "type": "WORKSPACE_MANAGE_ALL"}]},
-                {"name": "empty", "api_keys": [{"key": EMPTY_KEY, "type": "PERSONAL"}]},
-            ],
-            "models": [
-                {
-                    "id": "m1",
-                    "name": "llama",
-                    "organization": "acme",
-                    "deployments": [
-                        {
-                            "id": "d1",
-                            "name": "v1",
-                            "replicas": [
-                                {
-                                    "id": "d1-r1",
-                                    "targets": [
-                                        "http://10.0.0.5:8000/metrics",
-                                        "https://gpu-node.internal/dcgm/metrics?format=text&x=1",
-                                    ],
-                                }
-                            ],
-                        },
-                        {
-                            "id": "d2",
-                            "name": "v2",
-                            "replicas": [{"id": "d2-r1", "targets": ["http://[::1]:9400/m"]}],
-                        },
-                    ],
-                    "environments": [
-                        {
-                            "name": "production",
-                            "promotions": [{"deployment": "d1", "at": "2026-01-01T00:00:00Z"}],
-                        }
-                    ],
-                },
-                {
-                    "id": "m2",
-                    "name": "whisper",
-                    "organization": "acme",
-                    "deployments": [
-                        {"id": "e1", "replicas": [{"id": "e1-r1", "targets": ["http://h2:8000/metrics"]}]}
-                    ],
-                },
-                {
-                    "id": "x1",
-                    "name": "theirs",
-                    "organization": "other",
-                    "deployments": [
-                        {"id": "x1d", "replicas": [{"id": "x-r1", "targets": ["http://x:1/metrics"]}]}
-                    ],
-                },
-            ],
-            "loops": [
-                {
-                    "id": "t1",
-                    "organization": "acme",
-                    "sampler": {"model": "m1"},
-                    "nodes": [
-                        {
-                            "id": "worker-1",
-                            "targets": [{"url": "http://10.0.1.6:9400/metrics", "kind": "dcgm"}],
-                        },
-                        {
-                            "id": "leader-0",
-                            "role": "leader",
-                            "targets": [
-                                {"url": "http://10.0.1.5:9400/metrics", "kind": "dcgm"},
-                                {"url": "http://u:secret@10.0.1.5:10255/metrics/cadvisor", "kind": "kubelet"},
-                                {"url": "http://10.0.1.5:10255/stats/summary", "kind": "kubelet_summary"},
-                                {"url": "https://10.0.1.5/q?format=prom", "kind": "requests"},
-                            ],
-                        },
-                    ],
-                },
-                {
-                    "id": "t2",
-                    "organization": "acme",
-                    "sampler": {"model": "m2"},
-                    "nodes": [
-                        {
-                            "id": "n0",
-                            "role": "leader",
-                            "targets": [{"url": "http://10.0.2.5:9100/metrics", "kind": "node_exporter"}],
-                        }
-                    ],
-                },
-                {
-                    "id": "t3",
-                    "organization": "acme",
-                    "nodes": [
-                        {
-                            "id": "n0",
-                            "role": "leader",
-                            "targets": [{"url": "http://10.0.3.5:9400/metrics", "kind": "dcgm"}],
-                        }
-                    ],
-                },
-                {
-                    "id": "tx",
-                    "organization": "other",
-                    "nodes": [
-                        {
-                            "id": "n0",
-                            "role": "leader",
-                            "targets": [{"url": "http://x:9400/metrics", "kind": "dcgm"}],
-                        }
-                    ],
-                },
-            ],
-        }
-    )
+                scoped={SCOPED_KEY: ["m2"]},
+            ),
+            org("other", {OTHER_KEY: "WORKSPACE_MANAGE_ALL"}),
+            org("empty", {EMPTY_KEY: "PERSONAL"}),
+        ],
+        "models": [
+            {
+                "id": "m1",
+                "name": "llama",
+                "organization": "acme",
+                "deployments": [
+                    {
+                        "id": "d1",
+                        "name": "v1",
+                        "replicas": [
+                            {
+                                "id": "d1-r1",
+                                "targets": [
+                                    "http://10.0.0.5:8000/metrics",
+                                    "https://gpu-node.internal/dcgm/metrics?format=text&x=1",
+                                ],
+                            }
+                        ],
+                    },
+                    {
+                        "id": "d2",
+                        "name": "v2",
+                        "replicas": [{"id": "d2-r1", "targets": ["http://[::1]:9400/m"]}],
+                    },
+                ],
+                "environments": [
+                    {
+                        "name": "production",
+                        "promotions": [{"deployment": "d1", "at": "2026-01-01T00:00:00Z"}],
+                    }
+                ],
+            },
+            {
+                "id": "m2",
+                "name": "whisper",
+                "organization": "acme",
+                "deployments": [
+                    {"id": "e1", "replicas": [{"id": "e1-r1", "targets": ["http://h2:8000/metrics"]}]}
+                ],
+            },
+            {
+                "id": "x1",
+                "name": "theirs",
+                "organization": "other",
+                "deployments": [
+                    {"id": "x1d", "replicas": [{"id": "x-r1", "targets": ["http://x:1/metrics"]}]}
+                ],
+            },
+        ],
+        "loops": [
+            {
+                "id": "t1",
+                "organization": "acme",
+                "sampler": {"model": "m1"},
+                "nodes": [
+                    {
+                        "id": "worker-1",
+                        "targets": [{"url": "http://10.0.1.6:9400/metrics", "kind": "dcgm"}],
+                    },
+                    {
+                        "id": "leader-0",
+                        "role": "leader",
+                        "targets": [
+                            {"url": "http://10.0.1.5:9400/metrics", "kind": "dcgm"},
+                            {"url": "http://u:secret@10.0.1.5:10255/metrics/cadvisor", "kind": "kubelet"},
+                            {"url": "http://10.0.1.5:10255/stats/summary", "kind": "kubelet_summary"},
+                            {"url": "https://10.0.1.5/q?format=prom", "kind": "requests"},
+                        ],
+                    },
+                ],
+            },
+            {
+                "id": "t2",
+                "organization": "acme",
+                "sampler": {"model": "m2"},
+                "nodes": [
+                    {
+                        "id": "n0",
+                        "role": "leader",
+                        "targets": [{"url": "http://10.0.2.5:9100/metrics", "kind": "node_exporter"}],
+                    }
+                ],
+            },
+            {
+                "id": "t3",
+                "organization": "acme",
+                "nodes": [
+                    {
+                        "id": "n0",
+                        "role": "leader",
+                        "targets": [{"url": "http://10.0.3.5:9400/metrics", "kind": "dcgm"}],
+                    }
+                ],
+            },
+            {
+                "id": "tx",
+                "organization": "other",
+                "nodes": [
+                    {
+                        "id": "n0",
+                        "role": "leader",
+                        "targets": [{"url": "http://x:9400/metrics", "kind": "dcgm"}],
+                    }
+                ],
+            },
+        ],
+    }
 
 
 def trainer_group(address, trainer, node, path="/metrics", scheme="http", **params):
@@ -149,12 +144,8 @@ def trainer_group(address, trainer, node, path="/metrics", scheme="http", **para
 
 
 @pytest.fixture
-def client(tmp_path) -> Iterator[TestClient]:
-    app = create_app(
-        _config(tmp_path), scrape=False, gateway=False, clock=lambda: at(120), store=MemoryStore()
-    )
-    with TestClient(app) as c:
-        yield c
+def client(serve: Serve) -> TestClient:
+    return serve(_declarations(), gateway=False, clock=lambda: at(120))
 
 
 def get(client, key=KEY):
@@ -231,8 +222,8 @@ def test_targets_of_the_organization_with_scrape_labels(client):
 
 
 def test_labels_are_the_ones_our_scraper_attaches(client):
-    registry = client.app.state.registry
-    ours = {t.url: dict(t.labels) for t in _targets(registry)}
+    registry = client.app.state.service.registry
+    ours = {t.url: dict(t.labels) for t in scrape_targets(registry)}
     groups = get(client).json()
     for group in groups:
         plain = {k: v for k, v in group["labels"].items() if not k.startswith("__")}
@@ -264,7 +255,7 @@ def test_unknown_query_parameters_are_400(client):
 
 
 def test_terminated_replicas_leave_and_an_empty_list_is_200(client):
-    registry = client.app.state.registry
+    registry = client.app.state.service.registry
     registry.terminate_replica("m2", "e1", "e1-r1")
     assert get(client, SCOPED_KEY).json() == [trainer_group("10.0.2.5:9100", "t2", "n0")]
     resp = get(client, EMPTY_KEY)  # an organization with no models nor trainers

@@ -182,7 +182,7 @@ def test_unknown_key_and_revoked_key_show_the_sign_in_again(browser, service):
     page.click("#signin button[type=submit]")
     wait_drawn(page)
     assert page.is_hidden("#signin")
-    with service.app.state.registry.engine.begin() as conn:  # revoke it: the only export key
+    with service.app.state.service.registry.engine.begin() as conn:  # revoke it: the only export key
         conn.execute(delete(tables.api_keys).where(tables.api_keys.c.type == "WORKSPACE_EXPORT_METRICS"))
     page.click("#refresh")
     page.wait_for_selector("#signin:not([hidden])")

@@ -14,12 +14,11 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
-from servemetrics.api.deps import Auth, ReadModel
+from servemetrics.api.deps import Auth, ReadModel, StoreDep
 from servemetrics.api.errors import bad_request
 from servemetrics.api.params import reject_unknown_params
 from servemetrics.catalog import CATALOG, Kind, MetricDef
-from servemetrics.query.bounds import NotHistogramError, histogram_bounds, histogram_names
-from servemetrics.query.plan import UnknownMetricError
+from servemetrics.query.bounds import histogram_bounds, histogram_names
 from servemetrics.registry.events import EVENT_KINDS, EVENT_TITLES
 
 router = APIRouter(tags=["dashboard"])
@@ -55,6 +54,7 @@ def metrics_catalog(request: Request, _: Auth) -> dict[str, Any]:
 def model_histogram_bounds(
     request: Request,
     model: ReadModel,
+    store: StoreDep,
     metrics: Annotated[
         list[str] | None, Query(description="Repeatable histogram metric names (default: every histogram).")
     ] = None,
@@ -69,8 +69,5 @@ def model_histogram_bounds(
             "metrics=baseten_end_to_end_response_time_seconds) or leave metrics out for every histogram"
         )
     default = [m.name for m in CATALOG.values() if m.kind is Kind.HISTOGRAM]
-    try:
-        names = histogram_names(metrics or default)
-    except (UnknownMetricError, NotHistogramError) as exc:
-        raise bad_request(str(exc)) from exc
-    return {"bounds": histogram_bounds(request.app.state.service.store, model.id, names)}
+    names = histogram_names(metrics or default)  # unknown or not a histogram: 400 (api/errors.py)
+    return {"bounds": histogram_bounds(store, model.id, names)}

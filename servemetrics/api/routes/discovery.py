@@ -2,7 +2,7 @@
 
 For scaling out (issue 6): a Prometheus agent or vmagent with ``http_sd_configs`` pointing here scrapes the
 caller organization's replicas and trainer nodes itself, with the labels our own scraper attaches
-(``api/app.py``): ``model_id``, ``model_name``, ``deployment_id``, ``replica``, ``environment``,
+(``ingest/targets.py``): ``model_id``, ``model_name``, ``deployment_id``, ``replica``, ``environment``,
 ``rollout_phase`` for a replica; ``deployment_id`` (the trainer's id) and ``node_id`` for a trainer node.
 Format (Prometheus docs, "Writing HTTP Service Discovery"): a JSON list of ``{"targets": ["host:port"],
 "labels": {...}}``, 200 with ``[]`` when there is nothing to scrape. Each URL becomes ``__address__``
@@ -20,8 +20,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from fastapi import APIRouter, Request
 
-from servemetrics.api.deps import Auth, RegistryDep
-from servemetrics.api.errors import forbidden
+from servemetrics.api.deps import Auth, RegistryDep, require_org_metrics_read
 from servemetrics.api.params import reject_unknown_params
 from servemetrics.api.routes.loops import trainer_visible
 from servemetrics.ingest.targets import replica_labels
@@ -29,7 +28,6 @@ from servemetrics.registry import KeyInfo, Registry, TargetInfo, can_read_metric
 
 router = APIRouter(tags=["service discovery"])
 DEFAULT_PORTS = {"http": 80, "https": 443}
-READ_KEY_TYPES = ("WORKSPACE_EXPORT_METRICS", "WORKSPACE_MANAGE_ALL", "PERSONAL")
 AGENT_UNSCRAPABLE_KINDS = frozenset({"kubelet_summary"})
 """Trainer target kinds left out of the answer: their body is not Prometheus text (Summary API JSON)."""
 
@@ -79,11 +77,7 @@ def service_discovery_targets(request: Request, registry: RegistryDep, key: Auth
     """Prometheus HTTP SD JSON of the caller's organization (a scoped export key: its models and the
     trainers whose sampler is one of them): replicas ordered by model, deployment, replica, URL, then
     trainer nodes' targets. 403 for keys that may not read metrics, 400 for any query parameter."""
-    if key.type not in READ_KEY_TYPES:
-        raise forbidden(
-            f"a {key.type} key cannot read scrape targets; use a WORKSPACE_EXPORT_METRICS, "
-            "WORKSPACE_MANAGE_ALL or PERSONAL key"
-        )
+    require_org_metrics_read(key, "scrape targets")
     reject_unknown_params(request, ())
     wanted = [(t.url, replica_labels(t)) for t in organization_targets(registry, key)]
     out = []

@@ -19,6 +19,7 @@ from servemetrics.api.deps import (
     DEPLOYMENT_ALIASES,
     ManageAuth,
     RegistryDep,
+    ServiceDep,
     resolve_deployment,
     resolve_model,
 )
@@ -94,7 +95,9 @@ def _check_owner(registry: Registry, key: KeyInfo, samples: list[Sample]) -> Non
 
 
 @router.post("/api/v1/write", status_code=204)
-async def remote_write(request: Request, registry: RegistryDep, key: ManageAuth) -> Response:
+async def remote_write(
+    request: Request, service: ServiceDep, registry: RegistryDep, key: ManageAuth
+) -> Response:
     """Store a remote_write 1.0 request (snappy-compressed protobuf ``WriteRequest``).
 
     Every series needs ``model_id`` and ``deployment_id`` labels naming a deployment of the caller's
@@ -106,7 +109,6 @@ async def remote_write(request: Request, registry: RegistryDep, key: ManageAuth)
     except RemoteWriteError as exc:
         raise bad_request(f"not a usable remote_write 1.0 body: {exc}") from exc
     _check_owner(registry, key, samples)
-    service = request.app.state.service
     stored = service.store.append(
         _not_ahead(SampleBatch.from_samples(_adapt_by_target(samples)), service.clock())
     )
@@ -117,6 +119,7 @@ async def remote_write(request: Request, registry: RegistryDep, key: ManageAuth)
 @router.post("/v1/import")
 async def import_openmetrics(
     request: Request,
+    service: ServiceDep,
     registry: RegistryDep,
     key: ManageAuth,
     model_id: Annotated[str, Query()],
@@ -130,7 +133,6 @@ async def import_openmetrics(
     """
     model = resolve_model(registry, key, model_id)
     dep = resolve_deployment(registry, model, deployment_id)
-    service = request.app.state.service
     labels = {"model_id": model.id, "model_name": model.name, "deployment_id": dep.id, "replica": replica}
     with tempfile.NamedTemporaryFile(dir=Path(service.config.data_dir), suffix=".om") as tmp:
         async for chunk in request.stream():

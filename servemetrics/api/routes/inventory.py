@@ -14,7 +14,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from servemetrics.api.deps import ManageAuth, ManageModel, ReadModel, RegistryDep, resolve_deployment
 from servemetrics.api.errors import ApiError
-from servemetrics.api.routes.management import _call, deployment_v1, model_v1
+from servemetrics.api.management_shapes import deployment_v1, model_v1, pointers_of
 from servemetrics.registry import ReplicaInfo
 from servemetrics.registry.ids import check_deployment_id, check_id, check_target_url
 from servemetrics.timeutil import iso_ms
@@ -90,15 +90,14 @@ def create_model(registry: RegistryDep, key: ManageAuth, body: ModelCreate) -> d
 def create_deployment(registry: RegistryDep, model: ManageModel, body: DeploymentCreate) -> dict[str, Any]:
     """Create a deployment (records DEPLOYED) → ``DeploymentV1``; 409 when the id is taken."""
     dep_id = body.id or _new_id("d")
-    found = _call(
-        registry.create_deployment,
+    found = registry.create_deployment(
         model.id,
         dep_id,
         body.name,
         gpu_type=body.instance_type.gpu_type,
         gpu_count=body.instance_type.gpu_count,
     )
-    return deployment_v1(registry, found)
+    return deployment_v1(found, pointers_of(registry, model.id))
 
 
 def _targets_by_replica(registry: RegistryDep, deployment_id: str) -> dict[str, list[str]]:
@@ -115,9 +114,7 @@ def list_replicas(registry: RegistryDep, model: ReadModel, deployment_id: str) -
     dep = resolve_deployment(registry, model, deployment_id)
     targets = _targets_by_replica(registry, dep.id)
     return {
-        "replicas": [
-            replica_v1(r, targets.get(r.id, [])) for r in _call(registry.list_replicas, model.id, dep.id)
-        ]
+        "replicas": [replica_v1(r, targets.get(r.id, [])) for r in registry.list_replicas(model.id, dep.id)]
     }
 
 
@@ -127,7 +124,7 @@ def add_replica(
 ) -> dict[str, Any]:
     """Register a replica and its scrape targets (scraped from the next target refresh, within 30 s)."""
     dep = resolve_deployment(registry, model, deployment_id)
-    replica = _call(registry.ensure_replica, model.id, dep.id, body.id)
+    replica = registry.ensure_replica(model.id, dep.id, body.id)
     for url in body.targets:
-        _call(registry.ensure_target, model.id, dep.id, body.id, url)
+        registry.ensure_target(model.id, dep.id, body.id, url)
     return replica_v1(replica, _targets_by_replica(registry, dep.id).get(body.id, []))

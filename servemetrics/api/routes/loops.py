@@ -17,8 +17,8 @@ from fastapi import APIRouter, Depends, Path, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
-from servemetrics.api.deps import Auth, ReadModel, RegistryDep
-from servemetrics.api.errors import ApiError, bad_request, forbidden, not_found
+from servemetrics.api.deps import Auth, ReadModel, RegistryDep, ServiceDep, require_org_metrics_read
+from servemetrics.api.errors import ApiError, bad_request, not_found
 from servemetrics.api.loops_schemas import (
     MAX_BODY_BYTES,
     PER_RANK,
@@ -28,8 +28,7 @@ from servemetrics.api.loops_schemas import (
 from servemetrics.api.params import reject_unknown_params
 from servemetrics.query.loops import execute_loops
 from servemetrics.query.loops_plan import LoopsNode, build_loops_plan
-from servemetrics.query.windows import WindowError
-from servemetrics.registry import KeyInfo, Registry, TrainerDeploymentInfo, TrainerNode, can_read_metrics
+from servemetrics.registry import KeyInfo, Registry, TrainerDeploymentInfo, TrainerNode
 from servemetrics.timeutil import iso_ms
 from servemetrics.types import redact_url
 
@@ -41,15 +40,6 @@ _FIELDS = "start_epoch_millis, end_epoch_millis, step_seconds, time_divisor_seco
 _OBJECT = (
     f'the request body must be a JSON object with any of the fields {_FIELDS}, e.g. {{"step_seconds": 60}}'
 )
-
-
-def _readable(key: KeyInfo) -> None:
-    # full-access keys may read any metrics; export keys those in their scope (checked by _visible)
-    if not can_read_metrics(key, "") and key.type != "WORKSPACE_EXPORT_METRICS":
-        raise forbidden(
-            f"a {key.type} key cannot read metrics; use a WORKSPACE_EXPORT_METRICS, "
-            "WORKSPACE_MANAGE_ALL or PERSONAL key"
-        )
 
 
 def trainer_visible(key: KeyInfo, trainer: TrainerDeploymentInfo) -> bool:
@@ -70,7 +60,7 @@ def resolve_trainer(registry: Registry, key: KeyInfo, deployment_id: str) -> Tra
     trainer = registry.trainer_deployment(deployment_id, key.organization_id)
     if trainer is None or not trainer_visible(key, trainer):
         raise not_found(f"no trainer deployment {shown_id(deployment_id)!r}; {_LIST}")
-    _readable(key)
+    require_org_metrics_read(key)
     return trainer
 
 
@@ -116,7 +106,7 @@ def list_trainer_deployments(request: Request, registry: RegistryDep, key: Auth)
     targets and sampler (the model deployment whose metrics the model endpoints serve). 400 for any
     query parameter (it takes none), 403 for a key that may not read metrics."""
     reject_unknown_params(request, ())
-    _readable(key)
+    require_org_metrics_read(key)
     found = registry.list_trainer_deployments(key.organization_id)
     return {"deployments": [trainer_v1(t) for t in found if trainer_visible(key, t)]}
 
@@ -234,25 +224,21 @@ def loops_nodes(trainer: TrainerDeploymentInfo) -> tuple[LoopsNode, ...]:
     openapi_extra=_BODY_DOC,
 )
 def trainer_metrics(
-    request: Request,
+    service: ServiceDep,
     trainer: Annotated[TrainerDeploymentInfo, Depends(readable_trainer)],
     b: Annotated[LoopsMetricsRequest, Depends(loops_body)],
 ) -> dict[str, Any]:
     """``GetLoopsDeploymentMetricsResponseV1`` for the window (default: the last hour)."""
-    service = request.app.state.service
-    try:
-        plan = build_loops_plan(
-            trainer.id,
-            loops_nodes(trainer),
-            b.start_epoch_millis,
-            b.end_epoch_millis,
-            b.step_seconds,
-            b.time_divisor_seconds,
-            service.clock(),
-            scrape_interval_s=service.config.scrape_interval,
-        )
-    except WindowError as exc:
-        raise bad_request(str(exc)) from exc
+    plan = build_loops_plan(
+        trainer.id,
+        loops_nodes(trainer),
+        b.start_epoch_millis,
+        b.end_epoch_millis,
+        b.step_seconds,
+        b.time_divisor_seconds,
+        service.clock(),
+        scrape_interval_s=service.config.scrape_interval,
+    )
     started = time.perf_counter()
     metrics = execute_loops(plan, service.store)
     service.metrics.query_latency.labels("LOOPS").observe(time.perf_counter() - started)

@@ -12,11 +12,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 from pydantic import BeforeValidator
 
-from servemetrics.api.deps import Auth, RegistryDep
-from servemetrics.api.errors import bad_request, forbidden
+from servemetrics.api.deps import Auth, ClockDep, RegistryDep, StoreDep, require_org_metrics_read
 from servemetrics.api.params import reject_unknown_params
 from servemetrics.query.gpu_usage import GpuDeployment, GroupBy, gpu_usage
-from servemetrics.query.windows import WindowError
 from servemetrics.registry import KeyInfo, Registry, can_read_metrics
 from servemetrics.timeutil import MAX_TS_MS
 
@@ -43,6 +41,8 @@ def gpu_deployments(registry: Registry, key: KeyInfo) -> list[GpuDeployment]:
 def organization_gpu_usage(
     request: Request,
     registry: RegistryDep,
+    store: StoreDep,
+    clock: ClockDep,
     key: Auth,
     start_epoch_millis: Annotated[
         int | None, Query(ge=0, le=MAX_TS_MS, description="Window start, epoch ms (default: end - 1 h).")
@@ -61,22 +61,14 @@ def organization_gpu_usage(
 ) -> dict[str, Any]:
     """Active GPUs (active replicas x GPUs per replica) per step, grouped by GPU type or by model."""
     reject_unknown_params(request, GPU_USAGE_PARAMETERS)
-    if key.type not in ("WORKSPACE_EXPORT_METRICS", "WORKSPACE_MANAGE_ALL", "PERSONAL"):
-        raise forbidden(
-            f"a {key.type} key cannot read metrics; use a WORKSPACE_EXPORT_METRICS, "
-            "WORKSPACE_MANAGE_ALL or PERSONAL key"
-        )
-    service = request.app.state.service
+    require_org_metrics_read(key)
     types = [t.strip() for v in gpu_type or () for t in v.split(",") if t.strip()]
-    try:
-        return gpu_usage(
-            service.store,
-            gpu_deployments(registry, key),
-            start_epoch_millis,
-            end_epoch_millis,
-            service.clock(),
-            group_by,
-            types or None,
-        )
-    except WindowError as exc:
-        raise bad_request(str(exc)) from exc
+    return gpu_usage(
+        store,
+        gpu_deployments(registry, key),
+        start_epoch_millis,
+        end_epoch_millis,
+        clock(),
+        group_by,
+        types or None,
+    )

@@ -1,0 +1,129 @@
+"""The management API's answers as the spec names them: ``ModelV1``, ``DeploymentV1``, ``EnvironmentV1``
+and events. The builders are pure; a route loads what they need once per request (``pointers_of``,
+``deployments_of``), so a list costs the same few registry calls whatever its length.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from servemetrics.registry import DeploymentInfo, EnvironmentInfo, EventInfo, ModelInfo, Registry
+from servemetrics.timeutil import iso_ms
+
+Pointers = Mapping[str, str]
+"""Environment name -> the id of the deployment it currently points at."""
+
+
+def pointers_of(registry: Registry, model_id: str) -> dict[str, str]:
+    """Environment name -> its current deployment id, for the environments of ``model_id`` that have one
+    (one registry call)."""
+    return {
+        e.name: e.current_deployment_id
+        for e in registry.list_environments(model_id)
+        if e.current_deployment_id
+    }
+
+
+def deployments_of(registry: Registry, model_id: str) -> dict[str, DeploymentInfo]:
+    """Deployment id -> deployment, for every deployment of ``model_id`` (one registry call)."""
+    return {d.id: d for d in registry.list_deployments(model_id)}
+
+
+def model_v1(registry: Registry, model: ModelInfo) -> dict[str, Any]:
+    """``ModelV1`` (two registry calls: environments and deployments)."""
+    pointers = pointers_of(registry, model.id)
+    deployments = registry.list_deployments(model.id)
+    production = pointers.get("production")
+    dep = next((d for d in deployments if d.id == production), None) if production else None
+    return {
+        "id": model.id,
+        "created_at": iso_ms(model.created_at_ms),
+        "name": model.name,
+        "deployments_count": len(deployments),
+        "production_deployment_id": production,
+        "development_deployment_id": pointers.get("development"),
+        "instance_type_name": dep.instance_type_name if dep else None,
+        "team_name": model.organization_name,
+    }
+
+
+def deployment_v1(d: DeploymentInfo, pointers: Pointers) -> dict[str, Any]:
+    """``DeploymentV1`` (plus ``gpu_type`` and ``gpu_count``); ``pointers`` are its model's."""
+    envs = sorted(name for name, dep in pointers.items() if dep == d.id)
+    return {
+        "id": d.id,
+        "created_at": iso_ms(d.created_at_ms),
+        "name": d.name,
+        "model_id": d.model_id,
+        "is_production": pointers.get("production") == d.id,
+        "is_development": pointers.get("development") == d.id,
+        "status": d.status,
+        "active_replica_count": d.active_replica_count,
+        "autoscaling_settings": d.autoscaling.as_dict(),
+        "instance_type_name": d.instance_type_name,
+        "gpu_type": d.gpu_type,
+        "gpu_count": d.gpu_count,
+        "environment": envs[0] if envs else None,
+        "labels": d.labels,
+        "region": None,
+        "request_backpressure_settings": {"policy": d.request_backpressure_policy},
+    }
+
+
+def _promotion_v1(env: EnvironmentInfo) -> dict[str, Any] | None:
+    running = env.in_progress_promotion
+    if running is None:
+        return None
+    return {
+        "status": running.status,
+        "percent_traffic_to_new_version": running.percent_traffic_to_new_version,
+        "error_message": running.error_message,
+        "rolling_deploy": running.rolling,
+    }
+
+
+def environment_v1(
+    env: EnvironmentInfo, pointers: Pointers, deployments: Mapping[str, DeploymentInfo]
+) -> dict[str, Any]:
+    """``EnvironmentV1`` (plus ``is_active``); ``pointers`` and ``deployments`` are its model's."""
+
+    def dep(dep_id: str | None) -> DeploymentInfo | None:
+        return deployments.get(dep_id) if dep_id else None
+
+    current = dep(env.current_deployment_id)
+    candidate = dep(env.candidate_deployment_id)
+    shown = deployment_v1(current, pointers) if current else None
+    return {
+        "name": env.name,
+        "created_at": iso_ms(env.created_at_ms),
+        "model_id": env.model_id,
+        "is_active": env.active,
+        "current_deployment": shown,
+        "candidate_deployment": deployment_v1(candidate, pointers) if candidate else None,
+        "in_progress_promotion": _promotion_v1(env),
+        "autoscaling_settings": env.autoscaling_settings or (shown or {}).get("autoscaling_settings"),
+        "promotion_settings": env.promotion_settings,
+        "instance_type": {
+            "name": current.instance_type_name,
+            "gpu_type": current.gpu_type,
+            "gpu_count": current.gpu_count,
+        }
+        if current
+        else None,
+        "request_backpressure_settings": (shown or {}).get("request_backpressure_settings"),
+        "autoscaling_schedules": [],
+    }
+
+
+def event_v1(e: EventInfo) -> dict[str, Any]:
+    """One event: ``{id, kind, epoch_millis, model_id, deployment_id, environment, details}``."""
+    return {
+        "id": e.id,
+        "kind": e.kind,
+        "epoch_millis": e.at_ms,
+        "model_id": e.model_id,
+        "deployment_id": e.deployment_id,
+        "environment": e.environment,
+        "details": e.details,
+    }

@@ -1,0 +1,180 @@
+"""``open_service(config, …)``: the running service's parts, opened in order and closed in reverse.
+
+Wiring happens here, in ``api/app.py`` and in ``cli.py`` only (STYLE: config is read at the edge and
+passed down). ``open_service`` opens the registry (applying the YAML's static declarations), the sample
+store and the service's own metrics, starts the gateway (docs/gateway.md), whose ``/gateway/metrics`` the
+scraper reads like any target, the scraper over the registry's targets (refreshed every
+``TARGET_REFRESH_S``) and the retention loop. Leaving the ``async with`` stops them in the reverse order.
+It needs no FastAPI: ``create_app`` only keeps the ``Service`` in ``app.state.service``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable, Coroutine
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from servemetrics.config import Config, apply_config, engine_options
+from servemetrics.gateway import GatewayOptions
+from servemetrics.gateway.async_worker import AsyncGateway, AsyncOptions
+from servemetrics.ingest.scraper import Scraper, Target
+from servemetrics.ingest.targets import targets_from_registry
+from servemetrics.registry import Registry
+from servemetrics.selfmetrics import SelfMetrics
+from servemetrics.store import Store, open_store
+from servemetrics.store.base import SelfMonitored
+from servemetrics.timeutil import wall_clock_ms
+
+log = logging.getLogger(__name__)
+TARGET_REFRESH_S = 30.0
+RETENTION_EVERY_S = 3600.0
+Clock = Callable[[], int]
+"""Epoch-ms clock: "now" for every query default and for retention (tests pin it)."""
+Loop = Coroutine[Any, Any, None]
+
+
+@dataclass
+class Service:
+    """What a running service holds (``app.state.service``; routes take its parts from ``api/deps.py``).
+
+    Attributes:
+        config: the loaded YAML configuration.
+        registry: models, deployments, environments, keys and events.
+        store: the sample store.
+        metrics: the service's own ``/metrics``.
+        clock: epoch-ms "now".
+        scraper: the scraper, None when scraping is off.
+        gateway: the metering proxy with async requests, None when the gateway is off.
+    """
+
+    config: Config
+    registry: Registry
+    store: Store
+    metrics: SelfMetrics
+    clock: Clock
+    scraper: Scraper | None = None
+    gateway: AsyncGateway | None = None
+
+
+def gateway_target(config: Config) -> Target:
+    """The gateway's ``/gateway/metrics`` on this service's own address, with no registry labels: its
+    series carry their own ``model_id``, ``deployment_id``, ``environment`` ... (``adapt`` keeps them)."""
+    host = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "": "127.0.0.1"}.get(config.host, config.host)
+    return Target(f"http://{host}:{config.port}/gateway/metrics", ())
+
+
+def scrape_targets(registry: Registry, extra: tuple[Target, ...] = ()) -> list[Target]:
+    """Every replica and trainer target of the registry with the labels the scraper attaches, then
+    ``extra`` (``ingest.targets.targets_from_registry``)."""
+    return targets_from_registry(registry.list_targets(), registry.list_trainer_targets(), extra)
+
+
+async def _refresh_targets(service: Service, scraper: Scraper) -> None:
+    while True:
+        try:
+            extra = (gateway_target(service.config),) if service.gateway is not None else ()
+            scraper.set_targets(await asyncio.to_thread(scrape_targets, service.registry, extra))
+        except Exception:
+            log.exception("refreshing scrape targets failed; keeping the previous ones")
+        await asyncio.sleep(TARGET_REFRESH_S)
+
+
+async def _retention(service: Service) -> None:
+    retention_ms = int(service.config.retention * 1000)
+    while True:
+        try:
+            await asyncio.to_thread(service.store.delete_before, service.clock() - retention_ms)
+            if service.gateway is not None:
+                store = service.gateway.async_store
+                await asyncio.to_thread(store.purge_finished, service.clock() - retention_ms)
+        except Exception:
+            log.exception("applying retention failed; will retry")
+        await asyncio.sleep(RETENTION_EVERY_S)
+
+
+@asynccontextmanager
+async def running_gateway(
+    registry: Registry,
+    clock: Clock,
+    options: GatewayOptions | None = None,
+    async_options: AsyncOptions | None = None,
+) -> AsyncIterator[AsyncGateway]:
+    """The gateway over ``registry`` (``GatewayOptions()`` by default), started; stopped at exit."""
+    gateway = AsyncGateway(registry, clock, options or GatewayOptions(), async_options)
+    await gateway.start()
+    try:
+        yield gateway
+    finally:
+        await gateway.stop()
+
+
+def _store_for(config: Config, store: Store | None) -> Store:
+    """``store``, else the store ``config`` names (the DuckDB file in ``data_dir`` or an engine)."""
+    return store if store is not None else open_store(Path(config.data_dir), engine_options(config))
+
+
+@asynccontextmanager
+async def _tasks(*coroutines: Loop) -> AsyncIterator[None]:
+    """Run each coroutine as a task; cancel them all (and wait for them) at exit."""
+    tasks = [asyncio.create_task(c) for c in coroutines]
+    try:
+        yield
+    finally:
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+@asynccontextmanager
+async def open_service(
+    config: Config,
+    *,
+    scrape: bool = True,
+    clock: Clock = wall_clock_ms,
+    store: Store | None = None,
+    gateway: bool = True,
+    gateway_options: GatewayOptions | None = None,
+    async_options: AsyncOptions | None = None,
+) -> AsyncIterator[Service]:
+    """The service for ``config``, running until the ``async with`` ends (then stopped in reverse order:
+    loops, scraper, HTTP client, gateway, store, registry).
+
+    Args:
+        config: the loaded YAML configuration.
+        scrape: start the scraper (tests of the API alone pass False).
+        clock: epoch-ms clock used for "now" (tests pin it).
+        store: a store to use instead of the one ``config`` names (tests); closed at exit too.
+        gateway: run the gateway (the app then mounts the inference paths and ``/gateway/metrics``).
+        gateway_options: the gateway's tunables (default ``GatewayOptions()``).
+        async_options: async requests' tunables (default ``AsyncOptions()``).
+    """
+    async with AsyncExitStack() as stack:
+        Path(config.data_dir).mkdir(parents=True, exist_ok=True)
+        registry = Registry.open(str(config.registry_url))
+        stack.callback(registry.close)
+        apply_config(config, registry)
+        opened = _store_for(config, store)
+        stack.callback(opened.close)
+        service = Service(config, registry, opened, SelfMetrics(), clock)
+        if isinstance(opened, SelfMonitored):  # an engine store: queue, sent, failed, retries
+            service.metrics.watch_remote_write(opened.remote_write_stats)
+        if gateway:
+            service.gateway = await stack.enter_async_context(
+                running_gateway(registry, clock, gateway_options, async_options)
+            )
+        client = await stack.enter_async_context(httpx.AsyncClient())
+        loops: list[Loop] = [_retention(service)]
+        if scrape:
+            service.scraper = Scraper(
+                client, opened.append, config.scrape_interval, config.scrape_timeout, service.metrics
+            )
+            stack.push_async_callback(service.scraper.stop)
+            loops.insert(0, _refresh_targets(service, service.scraper))
+        await stack.enter_async_context(_tasks(*loops))
+        yield service
