@@ -20,9 +20,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-import duckdb
 import numpy as np
-import pyarrow as pa
 
 from servemetrics.samples import SampleBatch
 from servemetrics.store import duckdb_codec as codec
@@ -31,12 +29,27 @@ from servemetrics.store.base import Selection, SelectResult, StoreStats, check_v
 from servemetrics.store.duckdb_query import RollupIndex
 from servemetrics.store.duckdb_schema import (
     CHUNK_MS,
-    DDL,
-    HEAD_DDL,
     HOT_LABELS,
     ROLLUP_MS,
-    build_rows,
-    decode_chunks,
+    Con,
+    chunks_to_rewrite,
+    create_tables,
+    delete_chunks,
+    delete_head,
+    drop_sealed,
+    insert_head,
+    insert_series,
+    last_sealed,
+    load_chunks,
+    load_rollup_columns,
+    newest_per_series,
+    read_chunks,
+    read_head,
+    read_sealed_until,
+    read_series,
+    sealed_samples,
+    write_rows,
+    write_sealed_until,
 )
 from servemetrics.store.duckdb_view import (
     ChunkCache,
@@ -44,18 +57,10 @@ from servemetrics.store.duckdb_view import (
     Segment,
     View,
     concat,
+    first_wins,
     sort_segment,
 )
-from servemetrics.store.duckdb_writer import (
-    CLOSED,
-    DB,
-    HEAD_DB,
-    Writer,
-    checkpoint,
-    checkpoint_and_close,
-    connect,
-    registered,
-)
+from servemetrics.store.duckdb_writer import CLOSED, Writer, checkpoint, checkpoint_and_close, connect
 from servemetrics.types import SeriesKey
 
 GRACE_MS = 10 * 60 * 1000
@@ -63,166 +68,39 @@ GRACE_MS = 10 * 60 * 1000
 
 _NO_TS = np.iinfo(np.int64).min
 
-Con = duckdb.DuckDBPyConnection
 Step = Callable[[View], tuple[View, int]]
 """A write step inside the main file's transaction: the view after it, and how many samples it changed.
 A step that rewrote sealed chunks returns a new view (rollups reloaded); one that did nothing, its input."""
 
-ChunkKeys = set[tuple[int, int]]
-"""``(series id, chunk start)`` pairs."""
-
-
-def _ids_sql(ids: np.ndarray) -> str:
-    return ",".join(str(int(i)) for i in ids) or "NULL"
-
 
 def _recover_head(con: Con) -> tuple[int | None, View]:
-    """The store's state on open, after moving a ``head`` table of the main file (older versions) to the
-    head file and dropping the head rows before ``sealed_until``.
+    """The store's state on open, after dropping the ``head`` rows before ``sealed_until``.
 
     A seal commits chunks and ``sealed_until`` in the main file before it deletes the sealed rows
     from the head file; a crash in between leaves rows before ``sealed_until``, dropped here.
     """
-    legacy = con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND table_name = 'head'", [DB]
-    ).fetchone()
-    if legacy and legacy[0]:
-        con.execute(f"INSERT INTO {HEAD_DB}.head SELECT * FROM {DB}.head EXCEPT SELECT * FROM {HEAD_DB}.head")
-        con.execute(f"DROP TABLE {DB}.head")
     sealed_until, view = _load_state(con)
     if sealed_until is not None:
-        con.execute(f"DELETE FROM {HEAD_DB}.head WHERE ts < ?", [sealed_until])
+        delete_head(con, sealed_until)
     return sealed_until, view
 
 
 def _load_state(con: Con) -> tuple[int | None, View]:
     """``sealed_until`` from ``meta`` (``None``: nothing was ever appended) and the view of the file:
     the head rows at or after it and every rollup."""
-    row = con.execute("SELECT value FROM meta WHERE key = 'sealed_until'").fetchone()
-    sealed_until = None if row is None else int(row[0])
+    sealed_until = read_sealed_until(con)
     floor = _NO_TS if sealed_until is None else sealed_until
-    h = con.execute(f"SELECT series_id, ts, value FROM {HEAD_DB}.head WHERE ts >= ?", [floor]).fetchnumpy()
-    head = sort_segment(h["series_id"], h["ts"], h["value"])
-    return sealed_until, View(floor, (head,), _load_rollups(con))
+    return sealed_until, View(floor, (sort_segment(*read_head(con, floor)),), _load_rollups(con))
 
 
 def _load_rollups(con: Con) -> RollupIndex:
-    cols = con.execute(
-        "SELECT series_id, bucket, n, sum, inc, coalesce(first_inc, 0) AS first_inc,"
-        " coalesce(prev_age, -1) AS prev_age, last_off, last_val FROM rollups ORDER BY series_id, bucket"
-    ).fetchnumpy()
-    return RollupIndex({k: np.asarray(v) for k, v in cols.items()}, ROLLUP_MS, presorted=True)
-
-
-def _write_rows(
-    con: Con,
-    sid: np.ndarray,
-    ts: np.ndarray,
-    val: np.ndarray,
-    prev_ts: dict[int, int],
-    prev_val: dict[int, float],
-) -> dict[str, np.ndarray]:
-    """Insert chunk and rollup rows for whole chunks of samples sorted by (series, ts) (``build_rows``:
-    ``prev_ts``/``prev_val``); return the rollup columns as ``RollupIndex`` takes them."""
-    chunks, rollups = build_rows(sid, ts, val, prev_ts, prev_val)
-    with registered(con, "_chunks", chunks), registered(con, "_rollups", rollups):
-        con.execute("INSERT INTO chunks SELECT * FROM _chunks")
-        con.execute("INSERT INTO rollups SELECT * FROM _rollups")
-    cols = {c: rollups.column(c) for c in RollupIndex.COLUMNS}
-    cols["first_inc"] = cols["first_inc"].fill_null(0.0)
-    cols["prev_age"] = cols["prev_age"].fill_null(-1)
-    return {c: v.to_numpy() for c, v in cols.items()}
-
-
-def _keys_table(keys: ChunkKeys) -> pa.Table:
-    """``keys`` as a table ``(s, c)`` to join with (registered as ``_keys``)."""
-    return pa.table({"s": pa.array([a for a, _ in keys], pa.uint32()), "c": [b for _, b in keys]})
-
-
-def _load_chunks(con: Con, keys: ChunkKeys) -> Segment:
-    """The decoded samples of the chunks ``keys`` (unsorted)."""
-    if not keys:
-        return decode_chunks(np.zeros(0, np.uint32), [], [])
-    with registered(con, "_keys", _keys_table(keys)):
-        rows = con.execute(
-            "SELECT series_id, ts_enc, val_enc FROM chunks JOIN _keys ON series_id = s AND start = c"
-        ).fetchall()
-    return decode_chunks(
-        np.array([r[0] for r in rows], np.uint32), [r[1] for r in rows], [r[2] for r in rows]
-    )
-
-
-def _delete_chunks(con: Con, keys: ChunkKeys) -> None:
-    """Delete the chunks ``keys`` and their rollups."""
-    if not keys:
-        return
-    with registered(con, "_keys", _keys_table(keys)):
-        con.execute("DELETE FROM chunks WHERE (series_id, start) IN (SELECT (s, c) FROM _keys)")
-        con.execute(
-            f"DELETE FROM rollups WHERE (series_id, bucket // {CHUNK_MS} * {CHUNK_MS})"
-            " IN (SELECT (s, c) FROM _keys)"
-        )
+    return RollupIndex(load_rollup_columns(con), ROLLUP_MS, presorted=True)
 
 
 def _drop_sealed(con: Con, view: View, cut: int) -> tuple[View, int]:
-    """Retention in the main file: drop chunks and rollups before ``cut`` and rewrite the chunk of each
-    series that straddles it; the view with the rollups reloaded, and how many samples were dropped."""
-    dropped = int(
-        con.execute("SELECT coalesce(sum(n), 0) FROM chunks WHERE last_ts < ?", [cut]).fetchone()[0]  # type: ignore[index]
-    )
-    con.execute("DELETE FROM chunks WHERE last_ts < ?", [cut])
-    straddle = {
-        (int(s), int(c))
-        for s, c in con.execute("SELECT series_id, start FROM chunks WHERE start < ?", [cut]).fetchall()
-    }
-    con.execute("DELETE FROM rollups WHERE bucket + last_off < ?", [cut])
-    if straddle:
-        sid, ts, val = sort_segment(*_load_chunks(con, straddle))
-        live = ts >= cut
-        dropped += int((~live).sum())
-        _delete_chunks(con, straddle)
-        _write_rows(con, sid[live], ts[live], val[live], {}, {})
-    con.execute("UPDATE rollups SET first_inc = NULL, prev_age = NULL WHERE bucket - prev_age < ?", [cut])
+    """Retention step: ``drop_sealed``; the view with the rollups reloaded, and how many were dropped."""
+    dropped = drop_sealed(con, cut)
     return replace(view, rollups=_load_rollups(con)), dropped
-
-
-def _first_wins(sid: np.ndarray, ts: np.ndarray, val: np.ndarray) -> Segment:
-    """Sorted by (series, ts), the first of equal (series, ts) kept (the sort is stable)."""
-    sid, ts, val = sort_segment(sid, ts, val)
-    keep = np.ones(ts.size, dtype=bool)
-    keep[1:] = (sid[1:] != sid[:-1]) | (ts[1:] != ts[:-1])
-    return sid[keep], ts[keep], val[keep]
-
-
-def _chunks_to_rewrite(
-    con: Con, sid: np.ndarray, ts: np.ndarray
-) -> tuple[ChunkKeys, dict[int, int], dict[int, float]]:
-    """For late samples (sorted by series, ts): the stored chunks to rewrite with them, and per series
-    the last stored sample before the first of those chunks (ts, value; absent when there is none)."""
-    chunk_of = ts // CHUNK_MS * CHUNK_MS
-    ids, first_idx = np.unique(sid, return_index=True)  # sid is sorted: the first is the earliest
-    meta = con.execute(
-        f"SELECT series_id, start, last_ts, last_val FROM chunks WHERE series_id IN ({_ids_sql(ids)})"
-        " ORDER BY series_id, start"
-    ).fetchall()
-    existing: dict[int, list[tuple[int, int, float]]] = {}
-    for s, start, last_ts, last_val in meta:
-        existing.setdefault(s, []).append((start, last_ts, last_val))
-    last_idx = np.append(np.flatnonzero(sid[1:] != sid[:-1]), sid.size - 1)
-    load: ChunkKeys = set()
-    prev_ts: dict[int, int] = {}
-    prev_val: dict[int, float] = {}
-    for s, lo_i, hi_i in zip(ids.tolist(), first_idx.tolist(), last_idx.tolist(), strict=True):
-        # every stored chunk from the first touched one up to the one after the last touched one, so
-        # that each sample's previous sample is at hand and the next chunk's first bucket is redone
-        chunks = existing.get(s, [])
-        starts = [c[0] for c in chunks]
-        lo_k = int(np.searchsorted(starts, int(chunk_of[lo_i])))
-        hi_k = int(np.searchsorted(starts, int(chunk_of[hi_i]), side="right"))
-        load.update((s, starts[x]) for x in range(lo_k, min(hi_k + 1, len(starts))))
-        if lo_k > 0:
-            prev_ts[s], prev_val[s] = chunks[lo_k - 1][1], chunks[lo_k - 1][2]
-    return load, prev_ts, prev_val
 
 
 class DuckDBStore:
@@ -243,9 +121,7 @@ class DuckDBStore:
         self._labels: list[dict[str, str]] = []
         self._by_name: dict[str, tuple[int, ...]] = {}
         con = connect(self.path, self.head_path)
-        for stmt in DDL:
-            con.execute(stmt)
-        con.execute(HEAD_DDL.format(db=HEAD_DB))
+        create_tables(con)
         self._sealed_until, self._view = _recover_head(con)
         self._load_series(con)
         self._closed = False
@@ -254,16 +130,12 @@ class DuckDBStore:
 
     def _load_series(self, con: Con) -> None:
         """The series index and the newest ts per series (and overall) from the file."""
-        for sid, name, labels in con.execute("SELECT id, name, labels FROM series ORDER BY id").fetchall():
+        for sid, name, labels in read_series(con):
             assert sid == len(self._keys)
-            self._add_key(name, tuple((k, v) for k, v in json.loads(labels)))
+            self._add_key(name, labels)
         self._max_ts = np.full(len(self._keys), _NO_TS, dtype=np.int64)
-        for sql in (
-            f"SELECT series_id, max(ts) FROM {HEAD_DB}.head GROUP BY 1",
-            "SELECT series_id, max(last_ts) FROM chunks GROUP BY 1",
-        ):
-            for sid, ts in con.execute(sql).fetchall():
-                self._max_ts[sid] = max(self._max_ts[sid], ts)
+        for sid, ts in newest_per_series(con):
+            self._max_ts[sid] = max(self._max_ts[sid], ts)
         self._newest = int(self._max_ts.max()) if self._max_ts.size else _NO_TS
 
     # -- series --------------------------------------------------------------------------------------
@@ -288,16 +160,7 @@ class DuckDBStore:
                 new.append((sid, name, json.dumps(labels), *(lab.get(h) for h in HOT_LABELS)))
             out[i] = sid
         if new:
-            cols = list(zip(*new, strict=True))
-            names = ["id", "name", "labels", *HOT_LABELS]
-            tbl = pa.table(
-                {
-                    n: pa.array(c, pa.uint32() if n == "id" else pa.string())
-                    for n, c in zip(names, cols, strict=True)
-                }
-            )
-            with registered(con, "_series", tbl):
-                con.execute("INSERT INTO series SELECT * FROM _series")
+            insert_series(con, new)
             self._max_ts = np.concatenate([self._max_ts, np.full(len(new), _NO_TS, dtype=np.int64)])
         return out
 
@@ -319,7 +182,7 @@ class DuckDBStore:
         sid = ids[np.asarray(batch.series_index, dtype=np.int64)]
         ts = np.asarray(batch.ts_ms, dtype=np.int64)
         val = np.asarray(batch.values, dtype=np.float64)
-        sid, ts, val = _first_wins(sid, ts, val)
+        sid, ts, val = first_wins(sid, ts, val)
         if self._sealed_until is None:
             self._sealed_until = int(ts.min()) // CHUNK_MS * CHUNK_MS
         old = ts < self._sealed_until
@@ -342,7 +205,7 @@ class DuckDBStore:
                 self._gen.begin_write()
             sealed = self._seal(con, stepped)
             if sealed.sealed_until != view.sealed_until:
-                con.execute("INSERT OR REPLACE INTO meta VALUES ('sealed_until', ?)", [sealed.sealed_until])
+                write_sealed_until(con, sealed.sealed_until)
             con.commit()
             view = sealed
         except BaseException:
@@ -355,7 +218,7 @@ class DuckDBStore:
                 self._gen.end_write()
         self._sealed_until = view.sealed_until
         if self._sealed_until != sealed_before:
-            con.execute(f"DELETE FROM {HEAD_DB}.head WHERE ts < ?", [self._sealed_until])
+            delete_head(con, self._sealed_until)
         return total
 
     def _append_head(
@@ -371,9 +234,7 @@ class DuckDBStore:
             sid, ts, val = sid[~dup], ts[~dup], val[~dup]
             if ts.size == 0:
                 return view, 0
-        tbl = pa.table({"series_id": pa.array(sid, pa.uint32()), "ts": ts, "value": val})
-        with registered(con, "_new", tbl):
-            con.execute(f"INSERT INTO {HEAD_DB}.head SELECT * FROM _new")
+        insert_head(con, sid, ts, val)
         np.maximum.at(self._max_ts, sid, ts)
         self._newest = max(self._newest, int(ts.max()))
         return view.with_head((*view.head, (sid, ts, val))), int(ts.size)
@@ -388,10 +249,7 @@ class DuckDBStore:
         sid, ts, val = concat(view.head)
         m = ts < until
         sid, ts, val = sort_segment(sid[m], ts[m], val[m])
-        prev = con.execute(
-            "SELECT series_id, max(last_ts), arg_max(last_val, last_ts) FROM chunks GROUP BY 1"
-        ).fetchall()
-        rollups = _write_rows(con, sid, ts, val, {p[0]: p[1] for p in prev}, {p[0]: p[2] for p in prev})
+        rollups = write_rows(con, sid, ts, val, *last_sealed(con))
         return View(until, view.head_keep(until), view.rollups.merged(rollups))
 
     def _merge_sealed(
@@ -401,14 +259,14 @@ class DuckDBStore:
         rewritten; ``view`` with the rollups reloaded (itself when there are none), and how many were new."""
         if ts.size == 0:
             return view, 0
-        load, prev_ts, prev_val = _chunks_to_rewrite(con, sid, ts)
-        e_sid, e_ts, e_val = _load_chunks(con, load)
+        load, prev_ts, prev_val = chunks_to_rewrite(con, sid, ts)
+        e_sid, e_ts, e_val = load_chunks(con, load)
         # stored samples come first and win
-        all_sid, all_ts, all_val = _first_wins(
+        all_sid, all_ts, all_val = first_wins(
             np.concatenate([e_sid, sid]), np.concatenate([e_ts, ts]), np.concatenate([e_val, val])
         )
-        _delete_chunks(con, load)
-        _write_rows(con, all_sid, all_ts, all_val, prev_ts, prev_val)
+        delete_chunks(con, load)
+        write_rows(con, all_sid, all_ts, all_val, prev_ts, prev_val)
         np.maximum.at(self._max_ts, sid, ts)
         return replace(view, rollups=_load_rollups(con)), int(all_ts.size) - int(e_ts.size)
 
@@ -426,7 +284,7 @@ class DuckDBStore:
         # head first (its own file and transaction): if the rest fails, a later call finishes the job
         dropped = sum(int((seg[1] < cut).sum()) for seg in self._view.head)
         if dropped:
-            con.execute(f"DELETE FROM {HEAD_DB}.head WHERE ts < ?", [cut])
+            delete_head(con, cut)
             self._view = replace(self._view, head=self._view.head_keep(cut))
         return dropped + self._write(con, lambda view: _drop_sealed(con, view, cut))
 
@@ -500,14 +358,9 @@ class DuckDBStore:
                     found[(s, c)] = hit
         if missing:
             m_ids = np.array(sorted({s for s, _ in missing}))
-            m_starts = ",".join(str(c) for c in sorted({c for _, c in missing}))
             cur = self._writer.read_cursor()
             try:
-                rows = cur.execute(
-                    "SELECT series_id, start, ts_enc, val_enc FROM chunks"
-                    f" WHERE series_id IN ({_ids_sql(m_ids)})"
-                    f" AND start IN ({m_starts})"
-                ).fetchall()
+                rows = read_chunks(cur, m_ids, sorted({c for _, c in missing}))
             finally:
                 cur.close()
             new = {(r[0], r[1]): (codec.decode_ts(r[2]), codec.decode_values(r[3])) for r in rows}
@@ -602,7 +455,7 @@ class DuckDBStore:
         """Series and sample counts, bytes on disk (both files, their WALs), samples in ``head``."""
         cur = self._writer.read_cursor()
         try:
-            sealed = int(cur.execute("SELECT coalesce(sum(n), 0) FROM chunks").fetchone()[0])  # type: ignore[index]
+            sealed = sealed_samples(cur)
         finally:
             cur.close()
         head = self._view.head_samples()

@@ -11,19 +11,15 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 import duckdb
 
-T = TypeVar("T")
+from servemetrics.store.duckdb_schema import DB, HEAD_DB
 
-DB = "sm"
-"""Catalog name of the main file (``series``, ``chunks``, ``rollups``, ``meta``)."""
-HEAD_DB = "sm_head"
-"""Catalog name of the head file (``head``)."""
+T = TypeVar("T")
 
 ROW_GROUP_ROWS = 2048
 """DuckDB row group size of the store's main file (DuckDB's default is 122,880 rows); see ``connect``."""
@@ -64,16 +60,6 @@ def checkpoint_and_close(con: duckdb.DuckDBPyConnection) -> None:
     """The last write task of a store: checkpoint both files, then close the connection."""
     checkpoint(con)
     con.close()
-
-
-@contextmanager
-def registered(con: duckdb.DuckDBPyConnection, name: str, table: object) -> Iterator[None]:
-    """``table`` (Arrow) visible to SQL on ``con`` as ``name`` inside the block, unregistered after it."""
-    con.register(name, table)
-    try:
-        yield
-    finally:
-        con.unregister(name)
 
 
 class _Task(Generic[T]):
