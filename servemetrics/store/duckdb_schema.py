@@ -1,4 +1,6 @@
-"""Tables of ``DuckDBStore`` and the pure function that turns sorted samples into chunk and rollup rows.
+"""Tables of ``DuckDBStore``, the pure function that turns sorted samples into chunk and rollup rows, and
+the statements that read and write the tables (functions of a connection: the writer's, or a reader's
+cursor for ``read_chunks``/``sealed_samples``).
 
 - ``series``: one row per series: id, name, labels (JSON text) and the hot labels as columns.
 - ``head`` (in its own file, ``<name>.head.duckdb``): recent samples, one row each
@@ -12,14 +14,26 @@
   (``prev_age``), and the last sample (``last_off`` after the bucket start, ``last_val``).
 - ``meta``: ``sealed_until``: every sample before it is in ``chunks``/``rollups``, every later one in
   ``head``.
+
+The main file is attached as ``DB``, the head file as ``HEAD_DB`` (``duckdb_writer.connect``).
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import duckdb
 import numpy as np
 import pyarrow as pa
 
 from servemetrics.store import duckdb_codec as codec
+
+DB = "sm"
+"""Catalog name of the main file (``series``, ``chunks``, ``rollups``, ``meta``)."""
+HEAD_DB = "sm_head"
+"""Catalog name of the head file (``head``)."""
 
 CHUNK_MS = 2 * 3600 * 1000
 ROLLUP_MS = 30 * 60 * 1000
@@ -40,7 +54,13 @@ DDL = [
 HEAD_DDL = (
     "CREATE TABLE IF NOT EXISTS {db}.head (series_id UINTEGER NOT NULL, ts BIGINT NOT NULL, value DOUBLE)"
 )
-"""``head`` lives in a file of its own next to the main one (``DuckDBStore``: why)."""
+"""``head`` lives in a file of its own next to the main one (``duckdb_writer.connect``: why)."""
+
+Con = duckdb.DuckDBPyConnection
+ChunkKeys = set[tuple[int, int]]
+"""``(series id, chunk start)`` pairs."""
+Columns = tuple[np.ndarray, np.ndarray, np.ndarray]
+"""Series id (uint32), ts (int64), value (float64)."""
 
 
 def increases(values: np.ndarray, prev: np.ndarray) -> np.ndarray:
@@ -130,9 +150,7 @@ def _rollup_rows(
     )
 
 
-def decode_chunks(
-    sids: np.ndarray, ts_blobs: list[bytes], val_blobs: list[bytes]
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def decode_chunks(sids: np.ndarray, ts_blobs: list[bytes], val_blobs: list[bytes]) -> Columns:
     """Decode chunk blobs into flat (series_id, ts, value) arrays."""
     if not ts_blobs:
         return np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(0, np.float64)
@@ -140,3 +158,224 @@ def decode_chunks(
     vals = [codec.decode_values(b) for b in val_blobs]
     counts = np.fromiter((t.size for t in tss), dtype=np.int64, count=len(tss))
     return np.repeat(np.asarray(sids, np.uint32), counts), np.concatenate(tss), np.concatenate(vals)
+
+
+# -- statements ------------------------------------------------------------------------------------
+
+
+@contextmanager
+def registered(con: Con, name: str, table: pa.Table) -> Iterator[None]:
+    """``table`` visible to SQL on ``con`` as ``name`` inside the block, unregistered after it."""
+    con.register(name, table)
+    try:
+        yield
+    finally:
+        con.unregister(name)
+
+
+def ids_sql(ids: np.ndarray) -> str:
+    """``ids`` as the inside of an SQL ``IN (...)`` (``NULL`` when empty)."""
+    return ",".join(str(int(i)) for i in ids) or "NULL"
+
+
+def create_tables(con: Con) -> None:
+    """Create the tables that are missing; move a ``head`` table of the main file (older versions) to the
+    head file."""
+    for stmt in DDL:
+        con.execute(stmt)
+    con.execute(HEAD_DDL.format(db=HEAD_DB))
+    legacy = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE database_name = ? AND table_name = 'head'", [DB]
+    ).fetchone()
+    if legacy and legacy[0]:
+        con.execute(f"INSERT INTO {HEAD_DB}.head SELECT * FROM {DB}.head EXCEPT SELECT * FROM {HEAD_DB}.head")
+        con.execute(f"DROP TABLE {DB}.head")
+
+
+def read_sealed_until(con: Con) -> int | None:
+    """``meta.sealed_until`` (epoch ms), ``None`` before the first append."""
+    row = con.execute("SELECT value FROM meta WHERE key = 'sealed_until'").fetchone()
+    return None if row is None else int(row[0])
+
+
+def write_sealed_until(con: Con, sealed_until: int) -> None:
+    """Set ``meta.sealed_until`` (inside the main file's transaction of the seal)."""
+    con.execute("INSERT OR REPLACE INTO meta VALUES ('sealed_until', ?)", [sealed_until])
+
+
+def read_series(con: Con) -> list[tuple[int, str, tuple[tuple[str, str], ...]]]:
+    """Every ``series`` row as ``(id, name, labels)``, by id."""
+    rows = con.execute("SELECT id, name, labels FROM series ORDER BY id").fetchall()
+    return [(sid, name, tuple((k, v) for k, v in json.loads(labels))) for sid, name, labels in rows]
+
+
+def newest_per_series(con: Con) -> list[tuple[int, int]]:
+    """``(series id, newest ts)`` from ``head`` and from ``chunks`` (a series may appear twice)."""
+    return [
+        *con.execute(f"SELECT series_id, max(ts) FROM {HEAD_DB}.head GROUP BY 1").fetchall(),
+        *con.execute("SELECT series_id, max(last_ts) FROM chunks GROUP BY 1").fetchall(),
+    ]
+
+
+def read_head(con: Con, floor: int) -> Columns:
+    """The ``head`` rows with ts at or after ``floor`` (unsorted)."""
+    h = con.execute(f"SELECT series_id, ts, value FROM {HEAD_DB}.head WHERE ts >= ?", [floor]).fetchnumpy()
+    return h["series_id"], h["ts"], h["value"]
+
+
+def delete_head(con: Con, before: int) -> None:
+    """Delete the ``head`` rows with ts before ``before`` (the head file's own transaction)."""
+    con.execute(f"DELETE FROM {HEAD_DB}.head WHERE ts < ?", [before])
+
+
+def insert_head(con: Con, sid: np.ndarray, ts: np.ndarray, val: np.ndarray) -> None:
+    """Insert samples into ``head`` (the head file's own transaction)."""
+    tbl = pa.table({"series_id": pa.array(sid, pa.uint32()), "ts": ts, "value": val})
+    with registered(con, "_new", tbl):
+        con.execute(f"INSERT INTO {HEAD_DB}.head SELECT * FROM _new")
+
+
+def insert_series(con: Con, rows: list[tuple[object, ...]]) -> None:
+    """Insert ``series`` rows ``(id, name, labels JSON, *HOT_LABELS)``."""
+    names = ["id", "name", "labels", *HOT_LABELS]
+    cols = list(zip(*rows, strict=True))
+    tbl = pa.table(
+        {n: pa.array(c, pa.uint32() if n == "id" else pa.string()) for n, c in zip(names, cols, strict=True)}
+    )
+    with registered(con, "_series", tbl):
+        con.execute("INSERT INTO series SELECT * FROM _series")
+
+
+def load_rollup_columns(con: Con) -> dict[str, np.ndarray]:
+    """Every ``rollups`` row, sorted by (series, bucket), as ``RollupIndex`` takes them (``first_inc`` 0
+    and ``prev_age`` -1 where there is no previous sample)."""
+    cols = con.execute(
+        "SELECT series_id, bucket, n, sum, inc, coalesce(first_inc, 0) AS first_inc,"
+        " coalesce(prev_age, -1) AS prev_age, last_off, last_val FROM rollups ORDER BY series_id, bucket"
+    ).fetchnumpy()
+    return {k: np.asarray(v) for k, v in cols.items()}
+
+
+def write_rows(
+    con: Con,
+    sid: np.ndarray,
+    ts: np.ndarray,
+    val: np.ndarray,
+    prev_ts: dict[int, int],
+    prev_val: dict[int, float],
+) -> dict[str, np.ndarray]:
+    """Insert chunk and rollup rows for whole chunks of samples sorted by (series, ts) (``build_rows``:
+    ``prev_ts``/``prev_val``); return the rollup columns as ``load_rollup_columns`` does."""
+    chunks, rollups = build_rows(sid, ts, val, prev_ts, prev_val)
+    with registered(con, "_chunks", chunks), registered(con, "_rollups", rollups):
+        con.execute("INSERT INTO chunks SELECT * FROM _chunks")
+        con.execute("INSERT INTO rollups SELECT * FROM _rollups")
+    cols = {c: rollups.column(c) for c in rollups.column_names}
+    cols["first_inc"] = cols["first_inc"].fill_null(0.0)
+    cols["prev_age"] = cols["prev_age"].fill_null(-1)
+    return {c: v.to_numpy() for c, v in cols.items()}
+
+
+def last_sealed(con: Con) -> tuple[dict[int, int], dict[int, float]]:
+    """Per series with chunks, its last sealed sample: ts, value."""
+    rows = con.execute("SELECT series_id, max(last_ts), arg_max(last_val, last_ts) FROM chunks GROUP BY 1")
+    prev = rows.fetchall()
+    return {p[0]: p[1] for p in prev}, {p[0]: p[2] for p in prev}
+
+
+def _keys_table(keys: ChunkKeys) -> pa.Table:
+    """``keys`` as a table ``(s, c)`` to join with (registered as ``_keys``)."""
+    return pa.table({"s": pa.array([a for a, _ in keys], pa.uint32()), "c": [b for _, b in keys]})
+
+
+def load_chunks(con: Con, keys: ChunkKeys) -> Columns:
+    """The decoded samples of the chunks ``keys`` (unsorted)."""
+    if not keys:
+        return decode_chunks(np.zeros(0, np.uint32), [], [])
+    with registered(con, "_keys", _keys_table(keys)):
+        rows = con.execute(
+            "SELECT series_id, ts_enc, val_enc FROM chunks JOIN _keys ON series_id = s AND start = c"
+        ).fetchall()
+    return decode_chunks(
+        np.array([r[0] for r in rows], np.uint32), [r[1] for r in rows], [r[2] for r in rows]
+    )
+
+
+def delete_chunks(con: Con, keys: ChunkKeys) -> None:
+    """Delete the chunks ``keys`` and their rollups."""
+    if not keys:
+        return
+    with registered(con, "_keys", _keys_table(keys)):
+        con.execute("DELETE FROM chunks WHERE (series_id, start) IN (SELECT (s, c) FROM _keys)")
+        con.execute(
+            f"DELETE FROM rollups WHERE (series_id, bucket // {CHUNK_MS} * {CHUNK_MS})"
+            " IN (SELECT (s, c) FROM _keys)"
+        )
+
+
+def chunks_to_rewrite(
+    con: Con, sid: np.ndarray, ts: np.ndarray
+) -> tuple[ChunkKeys, dict[int, int], dict[int, float]]:
+    """For late samples (sorted by series, ts): the stored chunks to rewrite with them, and per series
+    the last stored sample before the first of those chunks (ts, value; absent when there is none)."""
+    chunk_of = ts // CHUNK_MS * CHUNK_MS
+    ids, first_idx = np.unique(sid, return_index=True)  # sid is sorted: the first is the earliest
+    meta = con.execute(
+        f"SELECT series_id, start, last_ts, last_val FROM chunks WHERE series_id IN ({ids_sql(ids)})"
+        " ORDER BY series_id, start"
+    ).fetchall()
+    existing: dict[int, list[tuple[int, int, float]]] = {}
+    for s, start, last_ts, last_val in meta:
+        existing.setdefault(s, []).append((start, last_ts, last_val))
+    last_idx = np.append(np.flatnonzero(sid[1:] != sid[:-1]), sid.size - 1)
+    load: ChunkKeys = set()
+    prev_ts: dict[int, int] = {}
+    prev_val: dict[int, float] = {}
+    for s, lo_i, hi_i in zip(ids.tolist(), first_idx.tolist(), last_idx.tolist(), strict=True):
+        # every stored chunk from the first touched one up to the one after the last touched one, so
+        # that each sample's previous sample is at hand and the next chunk's first bucket is redone
+        chunks = existing.get(s, [])
+        starts = [c[0] for c in chunks]
+        lo_k = int(np.searchsorted(starts, int(chunk_of[lo_i])))
+        hi_k = int(np.searchsorted(starts, int(chunk_of[hi_i]), side="right"))
+        load.update((s, starts[x]) for x in range(lo_k, min(hi_k + 1, len(starts))))
+        if lo_k > 0:
+            prev_ts[s], prev_val[s] = chunks[lo_k - 1][1], chunks[lo_k - 1][2]
+    return load, prev_ts, prev_val
+
+
+def drop_sealed(con: Con, cut: int) -> int:
+    """Retention in the main file: drop chunks and rollups before ``cut`` (epoch ms), rewrite the chunk of
+    each series that straddles it; return how many samples were dropped."""
+    dropped = int(
+        con.execute("SELECT coalesce(sum(n), 0) FROM chunks WHERE last_ts < ?", [cut]).fetchone()[0]  # type: ignore[index]
+    )
+    con.execute("DELETE FROM chunks WHERE last_ts < ?", [cut])
+    straddle = {
+        (int(s), int(c))
+        for s, c in con.execute("SELECT series_id, start FROM chunks WHERE start < ?", [cut]).fetchall()
+    }
+    con.execute("DELETE FROM rollups WHERE bucket + last_off < ?", [cut])
+    if straddle:
+        sid, ts, val = load_chunks(con, straddle)
+        order = np.lexsort((ts, sid))
+        sid, ts, val = sid[order], ts[order], val[order]
+        live = ts >= cut
+        dropped += int((~live).sum())
+        delete_chunks(con, straddle)
+        write_rows(con, sid[live], ts[live], val[live], {}, {})
+    con.execute("UPDATE rollups SET first_inc = NULL, prev_age = NULL WHERE bucket - prev_age < ?", [cut])
+    return dropped
+
+
+def read_chunks(cur: Con, ids: np.ndarray, starts: list[int]) -> list[tuple[int, int, bytes, bytes]]:
+    """Rows ``(series_id, start, ts_enc, val_enc)`` of the chunks of ``ids`` x ``starts`` that exist."""
+    return cur.execute(
+        "SELECT series_id, start, ts_enc, val_enc FROM chunks"
+        f" WHERE series_id IN ({ids_sql(ids)}) AND start IN ({','.join(str(c) for c in starts)})"
+    ).fetchall()
+
+
+def sealed_samples(cur: Con) -> int:
+    """How many samples ``chunks`` holds."""
+    return int(cur.execute("SELECT coalesce(sum(n), 0) FROM chunks").fetchone()[0])  # type: ignore[index]

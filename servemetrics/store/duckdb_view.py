@@ -44,6 +44,14 @@ def sort_segment(sid: np.ndarray, ts: np.ndarray, val: np.ndarray) -> Segment:
     return sid[order], ts[order], val[order]
 
 
+def first_wins(sid: np.ndarray, ts: np.ndarray, val: np.ndarray) -> Segment:
+    """Sorted by (series, ts), only the first of equal (series, ts) kept (the sort is stable)."""
+    sid, ts, val = sort_segment(sid, ts, val)
+    keep = np.ones(ts.size, dtype=bool)
+    keep[1:] = (sid[1:] != sid[:-1]) | (ts[1:] != ts[:-1])
+    return sid[keep], ts[keep], val[keep]
+
+
 def concat(segments: tuple[Segment, ...] | list[Segment]) -> Segment:
     """All samples of ``segments`` in one (unsorted) segment."""
     if not segments:
