@@ -19,7 +19,7 @@ from servemetrics.api.errors import bad_request
 from servemetrics.api.params import reject_unknown_params
 from servemetrics.catalog import CATALOG, Kind, MetricDef
 from servemetrics.query.bounds import NotHistogramError, histogram_bounds, histogram_names
-from servemetrics.query.plan import UnknownMetricError
+from servemetrics.query.errors import UnknownMetricError
 from servemetrics.registry.events import EVENT_KINDS, EVENT_TITLES
 
 router = APIRouter(tags=["dashboard"])

@@ -24,11 +24,12 @@ from servemetrics.api.loops_schemas import (
     PER_RANK,
     LoopsMetricsRequest,
     LoopsMetricsResponse,
+    loops_metrics,
 )
 from servemetrics.api.params import reject_unknown_params
+from servemetrics.query.errors import WindowError
 from servemetrics.query.loops import execute_loops
 from servemetrics.query.loops_plan import LoopsNode, build_loops_plan
-from servemetrics.query.windows import WindowError
 from servemetrics.registry import KeyInfo, Registry, TrainerDeploymentInfo, TrainerNode, can_read_metrics
 from servemetrics.timeutil import iso_ms
 from servemetrics.types import redact_url
@@ -237,7 +238,7 @@ def trainer_metrics(
     request: Request,
     trainer: Annotated[TrainerDeploymentInfo, Depends(readable_trainer)],
     b: Annotated[LoopsMetricsRequest, Depends(loops_body)],
-) -> dict[str, Any]:
+) -> LoopsMetricsResponse:
     """``GetLoopsDeploymentMetricsResponseV1`` for the window (default: the last hour)."""
     service = request.app.state.service
     try:
@@ -254,6 +255,6 @@ def trainer_metrics(
     except WindowError as exc:
         raise bad_request(str(exc)) from exc
     started = time.perf_counter()
-    metrics = execute_loops(plan, service.store)
+    result = execute_loops(plan, service.store)
     service.metrics.query_latency.labels("LOOPS").observe(time.perf_counter() - started)
-    return {"deployment_id": trainer.id, "metrics": metrics}
+    return LoopsMetricsResponse(deployment_id=trainer.id, metrics=loops_metrics(result))

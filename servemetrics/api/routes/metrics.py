@@ -16,10 +16,11 @@ from pydantic import BeforeValidator
 from servemetrics.api.deps import ReadModel, RegistryDep, resolve_deployment, resolve_environment
 from servemetrics.api.errors import bad_request
 from servemetrics.api.params import reject_unknown_params
-from servemetrics.api.schemas import MetricsResponse
+from servemetrics.api.schemas import MetricsResponse, metrics_response
+from servemetrics.query.errors import UnknownMetricError, WindowError
 from servemetrics.query.execute import execute
-from servemetrics.query.plan import UnknownMetricError, build_plan
-from servemetrics.query.windows import Mode, WindowError
+from servemetrics.query.plan import build_plan
+from servemetrics.query.windows import Mode
 from servemetrics.timeutil import MAX_TS_MS, Timeline
 
 router = APIRouter(tags=["metrics"])
@@ -67,7 +68,7 @@ Params = Annotated[MetricsParams, Depends(metrics_params)]
 
 def _answer(
     request: Request, model_id: str, p: MetricsParams, timeline_of: Callable[[int, int], Timeline]
-) -> dict[str, object]:
+) -> MetricsResponse:
     service = request.app.state.service
     try:
         plan = build_plan(
@@ -82,15 +83,15 @@ def _answer(
     except (WindowError, UnknownMetricError) as exc:
         raise bad_request(str(exc)) from exc
     started = time.perf_counter()
-    body = execute(plan, service.store)
+    result = execute(plan, service.store)
     service.metrics.query_latency.labels(p.mode.value).observe(time.perf_counter() - started)
-    return body
+    return metrics_response(result)
 
 
 @router.get("/v1/models/{model_id}/environments/{env_name}/metrics", response_model=MetricsResponse)
 def environment_metrics(
     request: Request, registry: RegistryDep, model: ReadModel, env_name: str, params: Params
-) -> dict[str, object]:
+) -> MetricsResponse:
     """Metrics aggregated across every deployment that served the environment, split at promotions."""
     env = resolve_environment(registry, model, env_name)
     return _answer(
@@ -101,7 +102,7 @@ def environment_metrics(
 @router.get("/v1/models/{model_id}/deployments/{deployment_id}/metrics", response_model=MetricsResponse)
 def deployment_metrics(
     request: Request, registry: RegistryDep, model: ReadModel, deployment_id: str, params: Params
-) -> dict[str, object]:
+) -> MetricsResponse:
     """Metrics of one deployment (``production`` / ``development`` name that environment's deployment)."""
     dep = resolve_deployment(registry, model, deployment_id)
     return _answer(request, model.id, params, lambda s, e: [(s, frozenset({dep.id}))])

@@ -15,8 +15,9 @@ from pydantic import BeforeValidator
 from servemetrics.api.deps import Auth, RegistryDep
 from servemetrics.api.errors import bad_request, forbidden
 from servemetrics.api.params import reject_unknown_params
+from servemetrics.api.schemas import gpu_usage_body
+from servemetrics.query.errors import WindowError
 from servemetrics.query.gpu_usage import GpuDeployment, GroupBy, gpu_usage
-from servemetrics.query.windows import WindowError
 from servemetrics.registry import KeyInfo, Registry, can_read_metrics
 from servemetrics.timeutil import MAX_TS_MS
 
@@ -69,7 +70,7 @@ def organization_gpu_usage(
     service = request.app.state.service
     types = [t.strip() for v in gpu_type or () for t in v.split(",") if t.strip()]
     try:
-        return gpu_usage(
+        usage = gpu_usage(
             service.store,
             gpu_deployments(registry, key),
             start_epoch_millis,
@@ -80,3 +81,4 @@ def organization_gpu_usage(
         )
     except WindowError as exc:
         raise bad_request(str(exc)) from exc
+    return gpu_usage_body(usage)
