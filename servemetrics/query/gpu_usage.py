@@ -90,6 +90,30 @@ def _key_name(dep: GpuDeployment, group_by: GroupBy) -> tuple[str, str]:
     return dep.gpu_type, dep.gpu_type
 
 
+def _groups(
+    store: Store,
+    deployments: Sequence[GpuDeployment],
+    window: Window,
+    steps: Sequence[ValueSet],
+    group_by: GroupBy,
+) -> tuple[GpuGroup, ...]:
+    """Per group: active replicas x ``gpu_count`` summed over its deployments with a sample in a step."""
+    sums: dict[str, list[list[float]]] = {}
+    names: dict[str, str] = {}
+    for dep in deployments:
+        key, name = _key_name(dep, group_by)
+        names.setdefault(key, name)
+        slots = sums.setdefault(key, [[] for _ in steps])
+        for i, active in enumerate(_active_replicas(store, dep, window, steps)):
+            if active is not None:
+                slots[i].append(active * dep.gpu_count)
+    return tuple(
+        GpuGroup(key, names[key], tuple(math.fsum(v) if v else None for v in sums[key]))
+        for key in sorted(sums)
+        if any(sums[key])
+    )
+
+
 def gpu_usage(
     store: Store,
     deployments: Sequence[GpuDeployment],
@@ -122,22 +146,7 @@ def gpu_usage(
     assert window.step_s is not None
     steps = split_series(window.start_ms, window.end_ms, window.step_s, [(window.start_ms, frozenset())])
     wanted = set(gpu_types) if gpu_types else None
-    sums: dict[str, list[list[float]]] = {}
-    names: dict[str, str] = {}
-    for dep in deployments:
-        if dep.gpu_count <= 0 or (wanted is not None and dep.gpu_type not in wanted):
-            continue
-        key, name = _key_name(dep, group_by)
-        names.setdefault(key, name)
-        slots = sums.setdefault(key, [[] for _ in steps])
-        for i, active in enumerate(_active_replicas(store, dep, window, steps)):
-            if active is not None:
-                slots[i].append(active * dep.gpu_count)
-    groups = tuple(
-        GpuGroup(key, names[key], tuple(math.fsum(v) if v else None for v in sums[key]))
-        for key in sorted(sums)
-        if any(sums[key])
-    )
+    counted = [d for d in deployments if d.gpu_count > 0 and (wanted is None or d.gpu_type in wanted)]
     return GpuUsage(
         window.start_ms,
         window.end_ms,
@@ -145,5 +154,5 @@ def gpu_usage(
         group_by,
         tuple(sorted({d.gpu_type for d in deployments if d.gpu_count > 0})),
         tuple(vs.start_ms for vs in steps),
-        groups,
+        _groups(store, counted, window, steps, group_by),
     )
