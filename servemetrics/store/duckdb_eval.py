@@ -8,9 +8,8 @@ each rollup bucket adds its last sample as a "virtual" sample: the previous samp
 sample after a run of buckets is the last sample of the last non-empty bucket. The result is the same as
 ``MemoryStore`` on the same data (see ``docs/store.md`` for the argument).
 
-This module reduces per series only (one value per series and value set, the reducer's rule);
-``group_cells`` sums the series of a group. Combining across series, deployments and label sets is the
-query layer's job (``query/execute.py``). Times are epoch ms throughout.
+Per series only (``group_cells`` then sums a group's series); combining across series, deployments and
+label sets is ``query/execute.py``'s job (docs/store.md "Who computes what"). Times are epoch ms.
 """
 
 from __future__ import annotations
@@ -145,6 +144,7 @@ class _Stream:
 
     @property
     def val_ext(self) -> np.ndarray:
+        """The values with one extra 0 at the end (for ``_range_sum_ext``)."""
         if self._val_ext is None:
             self._val_ext = np.append(self.val, 0.0)
         return self._val_ext
@@ -202,9 +202,11 @@ class RollupIndex:
 
     @classmethod
     def empty(cls, rollup_ms: int) -> RollupIndex:
+        """An index without rows, for buckets of ``rollup_ms``."""
         return cls({c: np.zeros(0) for c in cls.COLUMNS}, rollup_ms, presorted=True)
 
     def columns(self) -> dict[str, np.ndarray]:
+        """The rows as the ``rollups`` table's columns (``COLUMNS``)."""
         return {
             "series_id": self.key >> 32,
             "bucket": self.bucket,
@@ -274,6 +276,7 @@ class _Evaluation:
         return np.zeros(size), np.zeros(size, dtype=np.int64)
 
     def rollup_rows(self) -> _RollupRows:
+        """Every (series, rollup piece) pair with its rollup rows."""
         series, value_set, lo, hi = _grid([r[:3] for r in self.reads.roll], self.n_series)
         first, end = self.rollups.ranges(self.sids[series], lo, hi)
         tail = np.tile(np.array([r.tail_follows for r in self.reads.roll], dtype=bool), self.n_series)
