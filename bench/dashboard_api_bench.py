@@ -68,8 +68,8 @@ def main(argv: list[str] | None = None) -> None:
     for name, fn in cases.items():
         _, p50, p95 = timed(fn, args.runs)
         print(f"{name:40} {p50:8.1f} {p95:8.1f}")
-    body = cases["gpu_usage 7 d by gpu_type"]()
-    print("7 d groups:", [(g["key"], g["values"][-1]) for g in body["groups"]])  # type: ignore[index]
+    usage = gpu_usage(store, GPU_DEPLOYMENTS, end - week, end, end)
+    print("7 d groups:", [(g.key, g.values[-1]) for g in usage.groups])
     store.close()
 
 

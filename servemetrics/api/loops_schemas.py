@@ -1,6 +1,7 @@
 """Pydantic models of the trainer (Loops) endpoints (spec ``loops-deployment-metrics.md``), for ``/docs``
-and request validation. The spec types ``gpu_memory_usage_bytes`` and ``gpu_utilization`` only as
-"object"; ``PerRank`` documents the shape we return."""
+and request validation, and ``loops_metrics``, which turns the query's ``LoopsResult`` into them (the
+wire names and ISO timestamps live here only). The spec types ``gpu_memory_usage_bytes`` and
+``gpu_utilization`` only as "object"; ``PerRank`` documents the shape we return."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
+from servemetrics.query import loops
 from servemetrics.query.loops_plan import MAX_POINTS, MAX_SECONDS
-from servemetrics.timeutil import MAX_TS_MS
+from servemetrics.timeutil import MAX_TS_MS, iso_ms
 
 MAX_BODY_BYTES = 64 * 1024
 """Largest request body of the metrics POST (bytes): its four numbers need well under 1 KiB."""
@@ -111,3 +113,62 @@ class LoopsMetricsResponse(BaseModel):
 
     deployment_id: str
     metrics: LoopsMetrics
+
+
+NO_NODE = loops.NodeUsage("", {}, {}, (), (), loops.Storage((), ()))
+"""The compute fields when no node is the leader: every series empty."""
+
+
+def _stamp(start_ms: int) -> str:
+    return iso_ms(start_ms, always_millis=False)
+
+
+def _points(series: loops.Series) -> list[MetricPoint]:
+    return [MetricPoint(value=p.value, timestamp=_stamp(p.start_ms)) for p in series]
+
+
+def _per_rank(ranks: loops.PerRank) -> dict[str, list[MetricPoint]]:
+    return {str(rank): _points(series) for rank, series in ranks.items()}
+
+
+def _node(node: loops.NodeUsage) -> NodeMetrics:
+    return NodeMetrics(
+        node_id=node.node_id,
+        gpu_memory_usage_bytes=_per_rank(node.gpu_memory_bytes),
+        gpu_utilization=_per_rank(node.gpu_utilization),
+        cpu_usage=_points(node.cpu_cores),
+        cpu_memory_usage_bytes=_points(node.memory_bytes),
+        ephemeral_storage=StorageMetrics(
+            usage_bytes=_points(node.storage.used_bytes), utilization=_points(node.storage.utilization)
+        ),
+    )
+
+
+def loops_metrics(result: loops.LoopsResult) -> LoopsMetrics:
+    """``LoopsDeploymentMetricsV1`` of an ``execute_loops`` result: timestamps as ISO 8601 UTC (whole
+    seconds unless the step start has milliseconds), the compute fields of the leader at the top level
+    (empty without a leader)."""
+    leader = _node(result.leader or NO_NODE)
+    return LoopsMetrics(
+        inference_volume=_points(result.volume),
+        concurrent_requests=_points(result.concurrency),
+        response_time_stats=[
+            ResponseTimePoint(timestamp=_stamp(p.start_ms), p50=p.p50_ms, p95=p.p95_ms, p99=p.p99_ms)
+            for p in result.latency
+        ],
+        inference_volume_by_status=[
+            VolumeByStatusPoint(
+                timestamp=_stamp(p.start_ms),
+                status_2xx=p.by_class["2xx"],
+                status_4xx=p.by_class["4xx"],
+                status_5xx=p.by_class["5xx"],
+            )
+            for p in result.volume_by_status
+        ],
+        gpu_memory_usage_bytes=leader.gpu_memory_usage_bytes,
+        gpu_utilization=leader.gpu_utilization,
+        cpu_usage=leader.cpu_usage,
+        cpu_memory_usage_bytes=leader.cpu_memory_usage_bytes,
+        ephemeral_storage=leader.ephemeral_storage,
+        per_node_metrics=[_node(n) for n in result.nodes],
+    )

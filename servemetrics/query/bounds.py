@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 
 from servemetrics.catalog import CATALOG, Kind
-from servemetrics.query.plan import UnknownMetricError
+from servemetrics.query.errors import UnknownMetricError
 from servemetrics.query.quantiles import parse_le
 from servemetrics.store.base import Store
 

@@ -23,21 +23,83 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from servemetrics.catalog.model import QUANTILES, Aggregation, Kind, MetricDef, Scope
+from servemetrics.catalog.model import QUANTILES, Aggregation, Kind, MetricDef, Scope, Unit
 from servemetrics.labels import PHASE_LABELS, UP
 from servemetrics.query.plan import Plan
 from servemetrics.query.quantiles import bucket_quantile, parse_le
 from servemetrics.query.windows import CURRENT_LOOKBACK_MS, Mode
-from servemetrics.store.base import Cell, Reducer, Selection, SelectResult, Store
+from servemetrics.store.base import Cell, GroupKey, Reducer, Selection, SelectResult, Store
 
-Values = list[float | None]
-"""Labels a promotion changes on a live series (attached from the registry at ingest)."""
+Rows = list[list[float | None]]
+"""A recipe's answer: per value set, one value per label set of the metric (None: no value)."""
 
 _SCOPE_KEYS: dict[Scope, tuple[str, ...]] = {
     Scope.SERIES: (),
     Scope.DEPLOYMENT: ("deployment_id", "source"),
     Scope.REPLICA: ("deployment_id", "replica"),
 }
+
+
+@dataclass(frozen=True)
+class Descriptor:
+    """One answered metric: catalog name, unit, kind and the label sets its values are aligned to."""
+
+    name: str
+    unit: Unit
+    kind: Kind
+    label_sets: tuple[dict[str, str], ...]
+
+
+@dataclass(frozen=True)
+class ValueRow:
+    """The values of the value set starting at ``start_ms`` (epoch ms): one tuple per descriptor, one
+    value per label set (None: no value; never inf or NaN)."""
+
+    start_ms: int
+    values: tuple[tuple[float | None, ...], ...]
+
+
+@dataclass(frozen=True)
+class MetricsResult:
+    """The answer to a ``Plan``: the window (epoch ms), mode and SERIES step (seconds, None in other
+    modes), the metrics that have data (``descriptors``) and one ``ValueRow`` per value set."""
+
+    start_ms: int
+    end_ms: int
+    mode: Mode
+    step_s: int | None
+    descriptors: tuple[Descriptor, ...]
+    rows: tuple[ValueRow, ...]
+
+
+@dataclass(frozen=True)
+class KeyLayout:
+    """The labels of a group key, in order: ``(*scope, *phases, by_label)`` (``by_label`` only for a
+    by-label metric). ``project`` maps keys to a layout with fewer labels."""
+
+    scope: tuple[str, ...]
+    phases: tuple[str, ...] = ()
+    by_label: str | None = None
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The ``group_by`` of the selection whose keys have this layout."""
+        return self.scope + self.phases + ((self.by_label,) if self.by_label else ())
+
+    @property
+    def by_label_index(self) -> int:
+        """Position of the ``by_label`` value in a key."""
+        return len(self.scope) + len(self.phases)
+
+    def dropping(self, *names: str) -> KeyLayout:
+        """This layout without the scope and phase labels ``names``."""
+        scope = tuple(n for n in self.scope if n not in names)
+        return KeyLayout(scope, tuple(n for n in self.phases if n not in names), self.by_label)
+
+    def project(self, to: KeyLayout) -> Callable[[GroupKey], GroupKey]:
+        """A key of this layout -> the key of ``to`` (whose labels are a subset of these)."""
+        positions = [self.labels.index(n) for n in to.labels]
+        return lambda key: tuple(key[p] for p in positions)
 
 
 def status_class(code: str) -> str | None:
@@ -57,7 +119,7 @@ def _label_value(metric: MetricDef, raw: str) -> str | None:
 class _Context:
     plan: Plan
     store: Store
-    _live: list[bool] | None = field(default=None)
+    live_cache: list[bool] | None = field(default=None)
 
     def select(self, name: str, reducer: Reducer, group_by: tuple[str, ...] = ()) -> SelectResult:
         lookback = CURRENT_LOOKBACK_MS if reducer is Reducer.LAST else Selection.lookback_ms
@@ -74,10 +136,10 @@ class _Context:
 
     def live(self) -> list[bool]:
         """Per value set: was any target of the serving deployments up?"""
-        if self._live is None:
+        if self.live_cache is None:
             cells = self.select(UP, Reducer.MEAN).get((), [None] * len(self.plan.value_sets))
-            self._live = [c is not None and c.total > 0 for c in cells]
-        return self._live
+            self.live_cache = [c is not None and c.total > 0 for c in cells]
+        return self.live_cache
 
     def seconds(self, i: int) -> float:
         vs = self.plan.value_sets[i]
@@ -95,17 +157,19 @@ def _by_label_set(
     ctx: _Context,
     metric: MetricDef,
     res: SelectResult,
+    layout: KeyLayout,
     unit: Callable[[int, Cell], float],
     pooled: bool,
-) -> list[list[float | None]]:
-    """Reduce a select result to per value set, per label set values.
+) -> Rows:
+    """Reduce a select result (keys laid out as ``layout``) to per value set, per label set values.
 
     ``unit(i, cell)`` turns one group's cell into one unit value (a deployment's or a replica's);
-    ``pooled`` keeps series counts so MEAN aggregates over series rather than over units.
+    ``pooled`` keeps series counts so MEAN aggregates over series rather than over units. A group whose
+    label value maps to no label set (a status code outside 2xx / 4xx / 5xx, an absent label) counts as
+    data but adds to no label set.
     """
-    n_scope = len(_SCOPE_KEYS[metric.scope]) - (metric.scope is Scope.DEPLOYMENT)
     index = {next(iter(ls.values()), ""): j for j, ls in enumerate(metric.label_sets)}
-    out: list[list[float | None]] = []
+    out: Rows = []
     for i in range(len(ctx.plan.value_sets)):
         acc: list[tuple[list[float], list[int]]] = [([], []) for _ in metric.label_sets]
         any_data = False
@@ -113,7 +177,10 @@ def _by_label_set(
             cell = cells[i]
             if cell is None:
                 continue
-            j = index.get(_label_value(metric, key[n_scope]) or "?") if metric.by_label else 0
+            j: int | None = 0
+            if metric.by_label:
+                value = _label_value(metric, key[layout.by_label_index])
+                j = index.get(value) if value else None
             any_data = True
             if j is None:
                 continue
@@ -129,14 +196,13 @@ def _by_label_set(
     return out
 
 
-def _one_per_deployment(res: SelectResult) -> SelectResult:
-    """Groups ``(deployment_id, source, *labels)`` -> ``(deployment_id, *labels)``: the series of one
-    source are summed (per-replica series of one exporter add up), the sources of one deployment are
-    averaged (copies of the same quantity are never summed)."""
-    merged: dict[tuple[str, ...], list[list[float]]] = {}
+def _average_groups(res: SelectResult, project: Callable[[GroupKey], GroupKey]) -> SelectResult:
+    """Groups that ``project`` maps to one key become one group whose cell is the mean of their cells
+    (series count 1): copies or pieces of one quantity, never to be summed."""
+    merged: dict[GroupKey, list[list[float]]] = {}
     n = len(next(iter(res.values())))
     for key, cells in res.items():
-        slots = merged.setdefault((key[0], *key[2:]), [[] for _ in range(n)])
+        slots = merged.setdefault(project(key), [[] for _ in range(n)])
         for i, cell in enumerate(cells):
             if cell is not None:
                 slots[i].append(cell.total)
@@ -145,50 +211,43 @@ def _one_per_deployment(res: SelectResult) -> SelectResult:
     }
 
 
-def _merge_phases(res: SelectResult, n_scope: int) -> SelectResult:
-    """Groups ``(*scope, environment, rollout_phase, *labels)`` -> ``(*scope, *labels)``, averaging the
-    pieces: a promotion relabels a replica's or a deployment's series (``rollout_phase`` stable ->
-    promoting -> stable), so one gauge becomes several series over time; they are the same quantity,
-    never to be summed."""
-    merged: dict[tuple[str, ...], list[list[float]]] = {}
-    n = len(next(iter(res.values())))
-    for key, cells in res.items():
-        slots = merged.setdefault(
-            (*key[:n_scope], *key[n_scope + len(PHASE_LABELS) :]), [[] for _ in range(n)]
-        )
-        for i, cell in enumerate(cells):
-            if cell is not None:
-                slots[i].append(cell.total)
-    return {
-        key: [Cell(math.fsum(v) / len(v), 1) if v else None for v in slots] for key, slots in merged.items()
-    }
+def _gauge(ctx: _Context, metric: MetricDef) -> Rows | None:
+    """Gauges, in two averaging steps before the cross-series aggregation:
 
-
-def _gauge(ctx: _Context, metric: MetricDef) -> list[list[float | None]] | None:
+    - the pieces of one series that a promotion relabelled (``rollout_phase`` stable -> promoting ->
+      stable, ``environment``) are averaged: one replica's or deployment's gauge, split over time;
+    - DEPLOYMENT scope: the series of one source are summed (per-replica series of one exporter add up)
+      by the store, then the sources of one deployment are averaged (copies are never summed).
+    """
     reducer = Reducer.LAST if ctx.plan.mode is Mode.CURRENT else Reducer.MEAN
-    scope = _SCOPE_KEYS[metric.scope]
     phases = PHASE_LABELS if metric.scope is not Scope.SERIES else ()
-    res = ctx.select(metric.name, reducer, scope + phases + ((metric.by_label,) if metric.by_label else ()))
+    layout = KeyLayout(_SCOPE_KEYS[metric.scope], phases, metric.by_label)
+    res = ctx.select(metric.name, reducer, layout.labels)
     if not res:
         return None
     if phases:
-        res = _merge_phases(res, len(scope))
+        merged = layout.dropping(*phases)
+        res, layout = _average_groups(res, layout.project(merged)), merged
     if metric.scope is Scope.DEPLOYMENT:
-        return _by_label_set(ctx, metric, _one_per_deployment(res), lambda i, c: c.total, pooled=False)
-    if metric.scope is Scope.REPLICA:
-        return _by_label_set(ctx, metric, res, lambda i, c: c.total, pooled=False)
-    return _by_label_set(ctx, metric, res, lambda i, c: c.total, pooled=True)
+        one = layout.dropping("source")
+        res, layout = _average_groups(res, layout.project(one)), one
+    return _by_label_set(ctx, metric, res, layout, lambda i, c: c.total, pooled=metric.scope is Scope.SERIES)
 
 
-def _counter(ctx: _Context, metric: MetricDef) -> list[list[float | None]] | None:
-    group_by = _SCOPE_KEYS[metric.scope] + ((metric.by_label,) if metric.by_label else ())
-    res = ctx.select(metric.name, Reducer.INCREASE, group_by)
+def _counter(ctx: _Context, metric: MetricDef) -> Rows | None:
+    layout = KeyLayout(_SCOPE_KEYS[metric.scope], by_label=metric.by_label)
+    res = ctx.select(metric.name, Reducer.INCREASE, layout.labels)
     if not res:
         return None
-    if metric.per_second:
-        rows = _by_label_set(ctx, metric, res, lambda i, c: c.total / ctx.seconds(i), pooled=False)
-    else:
-        rows = _by_label_set(ctx, metric, res, lambda i, c: c.total, pooled=False)
+    per_second = metric.per_second
+    rows = _by_label_set(
+        ctx,
+        metric,
+        res,
+        layout,
+        lambda i, c: c.total / ctx.seconds(i) if per_second else c.total,
+        pooled=False,
+    )
     live = ctx.live()
     return [[0.0 if v is None and live[i] else v for v in row] for i, row in enumerate(rows)]
 
@@ -214,7 +273,7 @@ def _histogram_row(
     return row
 
 
-def _histogram(ctx: _Context, metric: MetricDef) -> list[list[float | None]] | None:
+def _histogram(ctx: _Context, metric: MetricDef) -> Rows | None:
     """Only the buckets with data in a value set take part in it: a bucket layout that another series
     (or an older version of the same one) used elsewhere in the window must not add empty buckets."""
     buckets = ctx.select(metric.name + "_bucket", Reducer.INCREASE, ("le",))
@@ -225,7 +284,7 @@ def _histogram(ctx: _Context, metric: MetricDef) -> list[list[float | None]] | N
     bounds_keys = sorted(((b, k) for k in buckets if (b := _bound(k[0])) is not None), key=lambda b: b[0])
     if not bounds_keys:
         return None
-    out: list[list[float | None]] = []
+    out: Rows = []
     for i in range(len(ctx.plan.value_sets)):
         present = [(b, c.total) for b, k in bounds_keys if (c := buckets[k][i]) is not None]
         s = sums[i] if sums else None
@@ -234,7 +293,7 @@ def _histogram(ctx: _Context, metric: MetricDef) -> list[list[float | None]] | N
     return out
 
 
-_RECIPES: dict[Kind, Callable[[_Context, MetricDef], list[list[float | None]] | None]] = {
+_RECIPES: dict[Kind, Callable[[_Context, MetricDef], Rows | None]] = {
     Kind.GAUGE: _gauge,
     Kind.COUNTER: _counter,
     Kind.HISTOGRAM: _histogram,
@@ -246,33 +305,28 @@ def _finite(v: float | None) -> float | None:
     return v if v is None or math.isfinite(v) else None
 
 
-def execute(plan: Plan, store: Store) -> dict[str, object]:
-    """Answer ``plan`` from ``store`` as a ``GetModelMetricsResponseV1`` JSON object (a dict)."""
+def execute(plan: Plan, store: Store) -> MetricsResult:
+    """Answer ``plan`` from ``store``: the metrics with data, in the plan's order, and per value set their
+    values (inf and NaN read None). The rules are in the module docstring; ``api.schemas`` turns the result
+    into ``GetModelMetricsResponseV1``."""
     ctx = _Context(plan, store)
-    descriptors: list[dict[str, object]] = []
-    columns: list[list[list[float | None]]] = []
+    descriptors: list[Descriptor] = []
+    columns: list[Rows] = []
     for metric in plan.metrics:
         rows = _RECIPES[metric.kind](ctx, metric)
         if rows is None:
             continue
-        descriptors.append(
-            {
-                "name": metric.name,
-                "unit_hint": metric.unit.value,
-                "kind": metric.kind.value,
-                "label_sets": [dict(ls) for ls in metric.label_sets],
-            }
-        )
+        descriptors.append(Descriptor(metric.name, metric.unit, metric.kind, metric.label_sets))
         columns.append(rows)
-    value_sets = [
-        {"start_epoch_millis": vs.start_ms, "values": [[_finite(v) for v in col[i]] for col in columns]}
+    value_rows = tuple(
+        ValueRow(vs.start_ms, tuple(tuple(_finite(v) for v in col[i]) for col in columns))
         for i, vs in enumerate(plan.value_sets)
-    ]
-    return {
-        "start_epoch_millis": plan.window.start_ms,
-        "end_epoch_millis": plan.window.end_ms,
-        "mode": plan.mode.value,
-        "step_seconds": plan.window.step_s,
-        "metric_descriptors": descriptors,
-        "metric_values": value_sets,
-    }
+    )
+    return MetricsResult(
+        plan.window.start_ms,
+        plan.window.end_ms,
+        plan.mode,
+        plan.window.step_s,
+        tuple(descriptors),
+        value_rows,
+    )

@@ -33,6 +33,36 @@ class GroupBy(StrEnum):
 
 
 @dataclass(frozen=True)
+class GpuGroup:
+    """One group (a GPU type or a model): its ``key`` (the type, or the model id), display ``name`` and
+    active GPUs per step (a count, fractional when replicas changed within the step; None: no sample)."""
+
+    key: str
+    name: str
+    values: tuple[float | None, ...]
+
+
+@dataclass(frozen=True)
+class GpuUsage:
+    """Active GPUs over a SERIES window ``[start_ms, end_ms)`` (epoch ms) with step ``step_s`` seconds.
+
+    Attributes:
+        group_by: how deployments were grouped.
+        gpu_types: every GPU type of the deployments given (sorted, unfiltered).
+        step_starts_ms: the start of every step (epoch ms).
+        groups: sorted by key; groups without a sample in any step are left out.
+    """
+
+    start_ms: int
+    end_ms: int
+    step_s: int
+    group_by: GroupBy
+    gpu_types: tuple[str, ...]
+    step_starts_ms: tuple[int, ...]
+    groups: tuple[GpuGroup, ...]
+
+
+@dataclass(frozen=True)
 class GpuDeployment:
     """A deployment with GPUs (``gpu_count`` > 0 per replica, of ``gpu_type``) and its model."""
 
@@ -48,18 +78,40 @@ def _active_replicas(
 ) -> list[float | None]:
     """Active replicas of one deployment per step (None: no sample in the step)."""
     value_sets = tuple(ValueSet(v.start_ms, v.end_ms, frozenset({dep.deployment_id})) for v in starts)
-    body = execute(Plan(dep.model_id, Mode.SERIES, window, value_sets, (ACTIVE,)), store)
-    if not body["metric_descriptors"]:
+    result = execute(Plan(dep.model_id, Mode.SERIES, window, value_sets, (ACTIVE,)), store)
+    if not result.descriptors:
         return [None] * len(value_sets)
-    rows = body["metric_values"]
-    assert isinstance(rows, list)
-    return [row["values"][0][0] for row in rows]
+    return [row.values[0][0] for row in result.rows]
 
 
 def _key_name(dep: GpuDeployment, group_by: GroupBy) -> tuple[str, str]:
     if group_by is GroupBy.MODEL:
         return dep.model_id, dep.model_name
     return dep.gpu_type, dep.gpu_type
+
+
+def _groups(
+    store: Store,
+    deployments: Sequence[GpuDeployment],
+    window: Window,
+    steps: Sequence[ValueSet],
+    group_by: GroupBy,
+) -> tuple[GpuGroup, ...]:
+    """Per group: active replicas x ``gpu_count`` summed over its deployments with a sample in a step."""
+    sums: dict[str, list[list[float]]] = {}
+    names: dict[str, str] = {}
+    for dep in deployments:
+        key, name = _key_name(dep, group_by)
+        names.setdefault(key, name)
+        slots = sums.setdefault(key, [[] for _ in steps])
+        for i, active in enumerate(_active_replicas(store, dep, window, steps)):
+            if active is not None:
+                slots[i].append(active * dep.gpu_count)
+    return tuple(
+        GpuGroup(key, names[key], tuple(math.fsum(v) if v else None for v in sums[key]))
+        for key in sorted(sums)
+        if any(sums[key])
+    )
 
 
 def gpu_usage(
@@ -70,8 +122,9 @@ def gpu_usage(
     now_ms: int,
     group_by: GroupBy = GroupBy.GPU_TYPE,
     gpu_types: Collection[str] | None = None,
-) -> dict[str, object]:
-    """Active GPUs per step and group, as the ``GET /v1/organization/gpu_usage`` JSON object.
+) -> GpuUsage:
+    """Active GPUs per step and group (``api.schemas.gpu_usage_body`` is the JSON object of
+    ``GET /v1/organization/gpu_usage``).
 
     Args:
         store: the sample store.
@@ -82,11 +135,9 @@ def gpu_usage(
         gpu_types: only deployments of these GPU types (None or empty: all); unknown types match nothing.
 
     Returns:
-        ``{start_epoch_millis, end_epoch_millis, step_seconds, group_by, gpu_types, timestamps, groups}``:
-        ``gpu_types`` every GPU type of ``deployments`` (sorted, unfiltered), ``timestamps`` the step
-        starts (epoch ms), ``groups`` ``[{key, name, values}]`` sorted by key, ``values`` active GPUs (a
-        count, fractional when replicas changed within the step) or None per step. Groups without a
-        sample in any step are left out.
+        ``GpuUsage``: the window, every GPU type of ``deployments`` (sorted, unfiltered), the step
+        starts and the groups sorted by key (see ``GpuGroup``); groups without a sample in any step are
+        left out.
 
     Raises:
         WindowError: bad window (400).
@@ -95,28 +146,13 @@ def gpu_usage(
     assert window.step_s is not None
     steps = split_series(window.start_ms, window.end_ms, window.step_s, [(window.start_ms, frozenset())])
     wanted = set(gpu_types) if gpu_types else None
-    sums: dict[str, list[list[float]]] = {}
-    names: dict[str, str] = {}
-    for dep in deployments:
-        if dep.gpu_count <= 0 or (wanted is not None and dep.gpu_type not in wanted):
-            continue
-        key, name = _key_name(dep, group_by)
-        names.setdefault(key, name)
-        slots = sums.setdefault(key, [[] for _ in steps])
-        for i, active in enumerate(_active_replicas(store, dep, window, steps)):
-            if active is not None:
-                slots[i].append(active * dep.gpu_count)
-    groups = [
-        {"key": key, "name": names[key], "values": [math.fsum(v) if v else None for v in sums[key]]}
-        for key in sorted(sums)
-        if any(sums[key])
-    ]
-    return {
-        "start_epoch_millis": window.start_ms,
-        "end_epoch_millis": window.end_ms,
-        "step_seconds": window.step_s,
-        "group_by": group_by.value,
-        "gpu_types": sorted({d.gpu_type for d in deployments if d.gpu_count > 0}),
-        "timestamps": [vs.start_ms for vs in steps],
-        "groups": groups,
-    }
+    counted = [d for d in deployments if d.gpu_count > 0 and (wanted is None or d.gpu_type in wanted)]
+    return GpuUsage(
+        window.start_ms,
+        window.end_ms,
+        window.step_s,
+        group_by,
+        tuple(sorted({d.gpu_type for d in deployments if d.gpu_count > 0})),
+        tuple(vs.start_ms for vs in steps),
+        _groups(store, counted, window, steps, group_by),
+    )

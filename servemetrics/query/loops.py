@@ -1,4 +1,5 @@
-"""Answer a trainer (Loops) metrics request (``LoopsPlan``) from a ``Store``: the ``metrics`` object of
+"""Answer a trainer (Loops) metrics request (``LoopsPlan``) from a ``Store``: a ``LoopsResult``, which
+``api.loops_schemas.loops_metrics`` turns into the ``metrics`` object of
 ``GetLoopsDeploymentMetricsResponseV1`` (spec ``loops-deployment-metrics.md``; docs/loops.md).
 
 Trainer series carry ``deployment_id = <trainer id>`` and ``node_id``; every selection reads the one
@@ -23,7 +24,8 @@ trainer id (the plan's value sets) and, for compute fields, one node (``node_id`
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from servemetrics.catalog.metrics import CATALOG
 from servemetrics.catalog.trainer import EPHEMERAL_AVAILABLE, EPHEMERAL_CAPACITY, EPHEMERAL_USED
@@ -32,7 +34,6 @@ from servemetrics.query.execute import status_class
 from servemetrics.query.loops_plan import LoopsNode, LoopsPlan
 from servemetrics.query.quantiles import bucket_quantile, parse_le
 from servemetrics.store.base import Cell, Reducer, Selection, SelectResult, Store
-from servemetrics.timeutil import iso_ms
 
 GPU_MEMORY = CATALOG["baseten_gpu_memory_used"].name
 GPU_UTIL = CATALOG["baseten_gpu_utilization"].name
@@ -42,10 +43,84 @@ REQUESTS = CATALOG["baseten_inference_requests_total"].name
 IN_FLIGHT = CATALOG["baseten_concurrent_requests"].name
 LATENCY = CATALOG["baseten_end_to_end_response_time_seconds"].name
 MIB = 1_048_576
-PERCENTILES = (("p50", 0.5), ("p95", 0.95), ("p99", 0.99))
+PERCENTILES = (0.5, 0.95, 0.99)
+"""The quantiles of ``LatencyPoint``, in its field order."""
 
-Point = dict[str, object]
-Cells = list[Cell | None]
+STATUS_CLASSES = ("2xx", "4xx", "5xx")
+
+
+@dataclass(frozen=True)
+class Point:
+    """One point of a series: the start of its step (epoch ms) and a finite value."""
+
+    start_ms: int
+    value: float
+
+
+Series = tuple[Point, ...]
+"""The points that have a value, in time order (a point without one is left out: a gap)."""
+PerRank = dict[int, Series]
+"""GPU rank (DCGM ``gpu`` index) -> its series, ranks in ascending order."""
+
+
+@dataclass(frozen=True)
+class LatencyPoint:
+    """Response-time percentiles of one point in milliseconds (None: no request finished)."""
+
+    start_ms: int
+    p50_ms: float | None
+    p95_ms: float | None
+    p99_ms: float | None
+
+
+@dataclass(frozen=True)
+class StatusPoint:
+    """Requests per ``time_divisor_seconds`` of one point, by status class (``STATUS_CLASSES``)."""
+
+    start_ms: int
+    by_class: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class Storage:
+    """Ephemeral storage: bytes used and used / capacity (0-1)."""
+
+    used_bytes: Series
+    utilization: Series
+
+
+@dataclass(frozen=True)
+class NodeUsage:
+    """One node's compute: GPU memory (bytes) and utilisation (0-1) per rank, CPU (cores), memory
+    (bytes) and ephemeral storage."""
+
+    node_id: str
+    gpu_memory_bytes: PerRank
+    gpu_utilization: PerRank
+    cpu_cores: Series
+    memory_bytes: Series
+    storage: Storage
+
+
+@dataclass(frozen=True)
+class LoopsResult:
+    """The answer to a ``LoopsPlan``: request fields over every node, compute of every node.
+
+    Attributes:
+        volume: requests per ``time_divisor_seconds``.
+        concurrency: requests in flight, summed over nodes.
+        latency: every point, percentiles None without requests.
+        volume_by_status: ``volume`` by status class.
+        leader: the leader node's compute (None: no node is the leader).
+        nodes: every node's compute, in the plan's order.
+    """
+
+    volume: Series
+    concurrency: Series
+    latency: tuple[LatencyPoint, ...]
+    volume_by_status: tuple[StatusPoint, ...]
+    leader: NodeUsage | None
+    nodes: tuple[NodeUsage, ...]
 
 
 class _Query:
@@ -55,7 +130,7 @@ class _Query:
         self.plan = plan
         self.store = store
         self.n = len(plan.value_sets)
-        self.stamps = [iso_ms(vs.start_ms, always_millis=False) for vs in plan.value_sets]
+        self.starts = [vs.start_ms for vs in plan.value_sets]
 
     def select(
         self,
@@ -70,13 +145,11 @@ class _Query:
         vs = self.plan.value_sets[i]
         return max(vs.end_ms - vs.start_ms, 1) / 1000.0
 
-    def series(self, values: list[float | None]) -> list[Point]:
-        """``[{value, timestamp}]`` of the points that have a value (gaps left out)."""
-        return [
-            {"value": v, "timestamp": self.stamps[i]}
-            for i, v in enumerate(values)
-            if v is not None and math.isfinite(v)
-        ]
+    def series(self, values: list[float | None]) -> Series:
+        """The points that have a finite value (gaps left out)."""
+        return tuple(
+            Point(self.starts[i], v) for i, v in enumerate(values) if v is not None and math.isfinite(v)
+        )
 
     def total(self, res: SelectResult, f: Callable[[Cell], float] = lambda c: c.total) -> list[float | None]:
         """Per point: the sum over groups of ``f(cell)``, None where no group has data."""
@@ -97,14 +170,14 @@ def _node_matchers(node: LoopsNode, kubelet: bool) -> tuple[tuple[str, str], ...
     return tuple(out)
 
 
-def _per_rank(q: _Query, node: LoopsNode, name: str, f: Callable[[Cell], float]) -> dict[str, list[Point]]:
+def _per_rank(q: _Query, node: LoopsNode, name: str, f: Callable[[Cell], float]) -> PerRank:
     res = q.select(name, Reducer.MEAN, ("gpu",), _node_matchers(node, kubelet=False))
     found = {int(k[0]): cells for k, cells in res.items() if k[0].isdigit()}
     ranks = node.gpu_ranks or tuple(found)
-    out: dict[str, list[Point]] = {}
+    out: PerRank = {}
     for rank in sorted(ranks):
         cells = found.get(rank, [None] * q.n)
-        out[str(rank)] = q.series([f(c) if c is not None else None for c in cells])
+        out[rank] = q.series([f(c) if c is not None else None for c in cells])
     return out
 
 
@@ -112,7 +185,7 @@ def _ratio(a: list[float | None], b: list[float | None]) -> list[float | None]:
     return [x / y if x is not None and y else None for x, y in zip(a, b, strict=True)]
 
 
-def _ephemeral(q: _Query, node: LoopsNode) -> dict[str, list[Point]]:
+def _ephemeral(q: _Query, node: LoopsNode) -> Storage:
     kubelet = _node_matchers(node, kubelet=True) + (("source", "kubelet_summary"),)
     used = q.total(q.select(EPHEMERAL_USED, Reducer.MEAN, ("pod", "namespace"), kubelet))
     if any(v is not None for v in used):
@@ -127,22 +200,22 @@ def _ephemeral(q: _Query, node: LoopsNode) -> dict[str, list[Point]]:
         used = [
             c - f if c is not None and f is not None else None for c, f in zip(capacity, free, strict=True)
         ]
-    return {"usage_bytes": q.series(used), "utilization": q.series(_ratio(used, capacity))}
+    return Storage(q.series(used), q.series(_ratio(used, capacity)))
 
 
-def node_metrics(q: _Query, node: LoopsNode) -> dict[str, object]:
-    """``LoopsDeploymentNodeMetricsV1`` of one node."""
+def node_metrics(q: _Query, node: LoopsNode) -> NodeUsage:
+    """The compute of one node (``LoopsDeploymentNodeMetricsV1``)."""
     kubelet = _node_matchers(node, kubelet=True)
     cpu = q.select(CPU, Reducer.INCREASE, (), kubelet).get((), [None] * q.n)
     memory = q.select(MEMORY, Reducer.MEAN, (), kubelet).get((), [None] * q.n)
-    return {
-        "node_id": node.node_id,
-        "gpu_memory_usage_bytes": _per_rank(q, node, GPU_MEMORY, lambda c: c.total * MIB),
-        "gpu_utilization": _per_rank(q, node, GPU_UTIL, lambda c: c.total / c.series),
-        "cpu_usage": q.series([c.total / q.seconds(i) if c else None for i, c in enumerate(cpu)]),
-        "cpu_memory_usage_bytes": q.series([c.total if c else None for c in memory]),
-        "ephemeral_storage": _ephemeral(q, node),
-    }
+    return NodeUsage(
+        node.node_id,
+        _per_rank(q, node, GPU_MEMORY, lambda c: c.total * MIB),
+        _per_rank(q, node, GPU_UTIL, lambda c: c.total / c.series),
+        q.series([c.total / q.seconds(i) if c else None for i, c in enumerate(cpu)]),
+        q.series([c.total if c else None for c in memory]),
+        _ephemeral(q, node),
+    )
 
 
 def _live(q: _Query) -> list[bool]:
@@ -158,25 +231,25 @@ def _live(q: _Query) -> list[bool]:
     return out
 
 
-def _volumes(q: _Query) -> tuple[list[Point], list[Point]]:
-    """``inference_volume`` and ``inference_volume_by_status`` (per ``time_divisor_seconds``)."""
+def _volumes(q: _Query) -> tuple[Series, tuple[StatusPoint, ...]]:
+    """Request volume, in total and by status class (per ``time_divisor_seconds``)."""
     res = q.select(REQUESTS, Reducer.INCREASE, ("node_id", "status_code"))
     live = _live(q)
     volume: list[Point] = []
-    by_status: list[Point] = []
+    by_status: list[StatusPoint] = []
     for i in range(q.n):
         cells = [(key[1], c) for key, cells in res.items() if key[0] and (c := cells[i]) is not None]
         if not cells and not live[i]:
             continue  # no request source reported: a gap
         unit = q.plan.divisor_s / q.seconds(i)
-        classes = {"2xx": 0.0, "4xx": 0.0, "5xx": 0.0}
+        classes = dict.fromkeys(STATUS_CLASSES, 0.0)
         for code, c in cells:
             cls = status_class(code)
             if cls is not None:
                 classes[cls] += c.total * unit
-        volume.append({"value": sum(c.total for _, c in cells) * unit, "timestamp": q.stamps[i]})
-        by_status.append({"timestamp": q.stamps[i], **{f"status_{k}": v for k, v in classes.items()}})
-    return volume, by_status
+        volume.append(Point(q.starts[i], sum(c.total for _, c in cells) * unit))
+        by_status.append(StatusPoint(q.starts[i], classes))
+    return tuple(volume), tuple(by_status)
 
 
 def _bound(le: str) -> float | None:
@@ -186,42 +259,34 @@ def _bound(le: str) -> float | None:
         return None  # ingest refuses such buckets; one stored earlier must not break a query
 
 
-def _latency(q: _Query) -> list[Point]:
-    """``response_time_stats``: p50 / p95 / p99 in ms for every point, null without requests."""
+def _latency(q: _Query) -> tuple[LatencyPoint, ...]:
+    """p50 / p95 / p99 in ms for every point, None without requests."""
     res = q.select(LATENCY + "_bucket", Reducer.INCREASE, ("le",))
     buckets = sorted((b, cells) for k, cells in res.items() if (b := _bound(k[0])) is not None)
-    out: list[Point] = []
+    out: list[LatencyPoint] = []
     for i in range(q.n):
         present = [(b, c.total) for b, cells in buckets if (c := cells[i]) is not None]
         bounds, counts = [b for b, _ in present], [c for _, c in present]
-        point: Point = {"timestamp": q.stamps[i]}
-        for label, quantile in PERCENTILES:
+        ms: list[float | None] = []
+        for quantile in PERCENTILES:
             v = bucket_quantile(quantile, bounds, counts) if present else None
-            point[label] = v * 1000.0 if v is not None and math.isfinite(v) else None
-        out.append(point)
-    return out
+            ms.append(v * 1000.0 if v is not None and math.isfinite(v) else None)
+        out.append(LatencyPoint(q.starts[i], *ms))
+    return tuple(out)
 
 
-def execute_loops(plan: LoopsPlan, store: Store) -> dict[str, object]:
-    """The ``LoopsDeploymentMetricsV1`` object for ``plan`` (see the module docstring)."""
+def execute_loops(plan: LoopsPlan, store: Store) -> LoopsResult:
+    """Answer ``plan`` from ``store`` (the rules are in the module docstring)."""
     q = _Query(plan, store)
-    nodes = [node_metrics(q, n) for n in plan.nodes]
+    nodes = tuple(node_metrics(q, n) for n in plan.nodes)
     leader = next((m for n, m in zip(plan.nodes, nodes, strict=True) if n.leader), None)
     in_flight = q.select(IN_FLIGHT, Reducer.MEAN, ("node_id",))
     volume, by_status = _volumes(q)
-    empty: dict[str, object] = {
-        "gpu_memory_usage_bytes": {},
-        "gpu_utilization": {},
-        "cpu_usage": [],
-        "cpu_memory_usage_bytes": [],
-        "ephemeral_storage": {"usage_bytes": [], "utilization": []},
-    }
-    compute = {k: v for k, v in (leader or empty).items() if k != "node_id"}
-    return {
-        "inference_volume": volume,
-        "concurrent_requests": q.series(q.total({k: v for k, v in in_flight.items() if k[0]})),
-        "response_time_stats": _latency(q),
-        "inference_volume_by_status": by_status,
-        **compute,
-        "per_node_metrics": nodes,
-    }
+    return LoopsResult(
+        volume=volume,
+        concurrency=q.series(q.total({k: v for k, v in in_flight.items() if k[0]})),
+        latency=_latency(q),
+        volume_by_status=by_status,
+        leader=leader,
+        nodes=nodes,
+    )

@@ -20,8 +20,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from servemetrics.query.errors import WindowError
 from servemetrics.query.value_sets import split_series
-from servemetrics.query.windows import STEP_LADDER_S, Mode, WindowError, resolve_window
+from servemetrics.query.windows import STEP_LADDER_S, Mode, resolve_window
 from servemetrics.store.base import ValueSet
 
 MAX_POINTS = 11_000

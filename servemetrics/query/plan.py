@@ -6,22 +6,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from servemetrics.catalog import CATALOG, DEFAULT_METRICS, MetricDef
+from servemetrics.query.errors import UnknownMetricError
 from servemetrics.query.value_sets import serving_at, split_series, whole_window
 from servemetrics.query.windows import Mode, Window, resolve_window
 from servemetrics.store.base import ValueSet
 from servemetrics.timeutil import Timeline
-
-
-class UnknownMetricError(ValueError):
-    """Metric names not in the catalog (the API answers 400 naming them)."""
-
-    def __init__(self, names: Sequence[str]) -> None:
-        self.names = list(names)
-        shown = [n if len(n) <= 80 else n[:77] + "..." for n in self.names[:10]]
-        more = f" and {len(self.names) - 10} more" if len(self.names) > 10 else ""
-        super().__init__(
-            "unknown metric name(s): " + ", ".join(shown) + more + ". Known names: " + ", ".join(CATALOG)
-        )
 
 
 @dataclass(frozen=True)
@@ -63,14 +52,14 @@ def build_plan(
     start_ms: int | None,
     end_ms: int | None,
     metric_names: Sequence[str] | None,
-    timeline: Timeline | Callable[[int, int], Timeline],
+    timeline_of: Callable[[int, int], Timeline],
     now_ms: int,
 ) -> Plan:
     """Validate a request and split its window into value sets.
 
-    ``timeline`` is the serving timeline of the environment (or ``[(start, {deployment})]`` for one
-    deployment; see ``value_sets``), or a callable ``(start_ms, end_ms) -> timeline`` called once the
-    window is resolved.
+    ``timeline_of(start_ms, end_ms)`` gives the serving timeline over ``[start_ms, end_ms)`` (epoch ms)
+    of the environment (or ``[(start_ms, {deployment})]`` for one deployment; see ``value_sets``); it is
+    called once, when the window is resolved. ``now_ms`` is now, epoch ms.
 
     Raises:
         WindowError: bad window (400).
@@ -78,13 +67,12 @@ def build_plan(
     """
     metrics = resolve_metrics(metric_names)
     window = resolve_window(mode, start_ms, end_ms, now_ms)
-    if callable(timeline):
-        timeline = timeline(window.start_ms, window.end_ms + 1)
+    timeline = timeline_of(window.start_ms, window.read_end_ms)
     if window.step_s is not None:
         value_sets = split_series(window.start_ms, window.end_ms, window.step_s, timeline)
     elif mode is Mode.CURRENT:
         # a snapshot of what serves now; the latest sample may carry the timestamp ``now`` itself
-        value_sets = [ValueSet(window.start_ms, window.end_ms + 1, serving_at(timeline, window.end_ms))]
+        value_sets = [ValueSet(window.start_ms, window.read_end_ms, serving_at(timeline, window.end_ms))]
     else:
         value_sets = whole_window(window.start_ms, window.end_ms, timeline)
     return Plan(model_id, mode, window, tuple(value_sets), metrics)

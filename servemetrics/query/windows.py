@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
+from servemetrics.query.errors import WindowError
 from servemetrics.timeutil import SECONDS_LOOKALIKE
 
 HOUR_MS = 3_600_000
@@ -26,17 +27,25 @@ class Mode(StrEnum):
     SERIES = "SERIES"
 
 
-class WindowError(ValueError):
-    """A window the API must reject with 400; the message says what to fix."""
-
-
 @dataclass(frozen=True)
 class Window:
-    """A resolved query window ``[start_ms, end_ms)`` and the SERIES step (None in other modes)."""
+    """A resolved query window ``[start_ms, end_ms)`` (epoch ms) and the SERIES step in seconds (None in
+    other modes)."""
 
     start_ms: int
     end_ms: int
     step_s: int | None
+
+    @property
+    def read_end_ms(self) -> int:
+        """``end_ms + 1``: the exclusive end that includes the instant ``end_ms`` itself.
+
+        CURRENT's window ``[now - 5 min, now]`` is closed: the latest sample may carry the timestamp
+        ``now``, and a promotion at ``now`` already counts. So the serving timeline is read, and
+        CURRENT's value set spans, up to here. SERIES and SUMMARY value sets end at ``end_ms`` and never
+        look at a timeline entry at ``end_ms``, so reading the timeline this far changes nothing for them.
+        """
+        return self.end_ms + 1
 
 
 def pick_step(duration_ms: int) -> int:

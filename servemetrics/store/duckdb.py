@@ -24,9 +24,9 @@ import numpy as np
 
 from servemetrics.samples import SampleBatch
 from servemetrics.store import duckdb_codec as codec
-from servemetrics.store import duckdb_query as query
+from servemetrics.store import duckdb_eval
 from servemetrics.store.base import Selection, SelectResult, StoreStats, check_value_sets
-from servemetrics.store.duckdb_query import RollupIndex
+from servemetrics.store.duckdb_eval import RollupIndex
 from servemetrics.store.duckdb_schema import (
     CHUNK_MS,
     HOT_LABELS,
@@ -328,7 +328,7 @@ class DuckDBStore:
             if gen % 2:
                 self._gen.stable()
                 continue
-            value, has = query.evaluate(
+            value, has = duckdb_eval.evaluate(
                 selection,
                 sids,
                 view.rollups,
@@ -340,7 +340,7 @@ class DuckDBStore:
         labels = self._labels
         groups = [tuple(labels[s].get(g, "") for g in selection.group_by) for s in sids.tolist()]
         deps = [labels[s].get("deployment_id") for s in sids.tolist()]
-        return query.group_cells(selection, groups, deps, value, has)
+        return duckdb_eval.group_cells(selection, groups, deps, value, has)
 
     def _chunk_arrays(
         self, sids: np.ndarray, starts: list[int], gen: int
@@ -369,7 +369,7 @@ class DuckDBStore:
             found.update(new)
         return found
 
-    def _read_raw(self, view: View, sids: np.ndarray, ranges: query.Ranges, gen: int) -> Segment:
+    def _read_raw(self, view: View, sids: np.ndarray, ranges: duckdb_eval.Ranges, gen: int) -> Segment:
         """Samples of ``sids`` with ts in the sorted, disjoint ``ranges``: (index into ``sids``, ts, value).
 
         Sorted by (index, ts) and unique, built series by series: the sealed chunks in order (cut to the

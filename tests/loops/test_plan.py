@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from servemetrics.query.errors import WindowError
 from servemetrics.query.loops_plan import (
     MAX_POINTS,
     LoopsRequestError,
@@ -11,7 +12,6 @@ from servemetrics.query.loops_plan import (
     point_count,
     scrape_step,
 )
-from servemetrics.query.windows import WindowError
 from tests.query.helpers import T0
 
 HOUR = 3_600_000

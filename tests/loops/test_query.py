@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from servemetrics.query.loops import execute_loops
+from servemetrics.api.loops_schemas import loops_metrics
+from servemetrics.query.loops import LoopsResult
+from servemetrics.query.loops import execute_loops as query_execute_loops
 from servemetrics.query.loops_plan import LoopsNode, build_loops_plan
 from servemetrics.samples import SampleBatch
 from servemetrics.store.base import Store
@@ -23,6 +25,12 @@ from tests.loops.data import MIB, NODES, STAMPS, TRAINER
 from tests.query.helpers import T0, at
 
 END = at(120)
+
+
+def execute_loops(plan, store: Store) -> dict:
+    """``query.loops.execute_loops`` as the ``metrics`` JSON object the API answers."""
+    result: LoopsResult = query_execute_loops(plan, store)
+    return loops_metrics(result).model_dump(mode="json")
 
 
 @pytest.fixture(params=["memory", "duckdb"])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from servemetrics.api.loops_schemas import loops_metrics
 from servemetrics.ingest.adapters import adapt
 from servemetrics.ingest.exposition import parse_exposition
 from servemetrics.query.loops import execute_loops
@@ -50,7 +51,7 @@ def _store(template: str) -> MemoryStore:
 @pytest.mark.parametrize("template", [OPENCENSUS, OPENTELEMETRY], ids=["opencensus", "opentelemetry"])
 def test_both_knative_generations_give_the_same_answer(template):
     plan = build_loops_plan("t1", (LEADER,), T0, at(30), 30, None, at(30), scrape_interval_s=15)
-    m = execute_loops(plan, _store(template))
+    m = loops_metrics(execute_loops(plan, _store(template))).model_dump(mode="json")
     assert m["inference_volume"] == [{"value": 1.0, "timestamp": "2026-01-01T00:00:00Z"}]  # 30 / 30 s
     assert m["inference_volume_by_status"] == [
         {"timestamp": "2026-01-01T00:00:00Z", "status_2xx": 1.0, "status_4xx": 0.0, "status_5xx": 0.0}

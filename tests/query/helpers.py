@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from servemetrics.api.schemas import metrics_response
+from servemetrics.query.execute import MetricsResult
 from servemetrics.samples import Sample, SampleBatch
 from servemetrics.store.memory import MemoryStore
 from servemetrics.types import labels_of
@@ -25,3 +27,8 @@ def store_with(*groups: list[Sample]) -> MemoryStore:
     store = MemoryStore()
     store.append(SampleBatch.from_samples([s for g in groups for s in g]))
     return store
+
+
+def wire(result: MetricsResult) -> dict:
+    """An ``execute`` result as the ``GetModelMetricsResponseV1`` JSON object the API answers."""
+    return metrics_response(result).model_dump(mode="json")

@@ -6,15 +6,20 @@ import pytest
 
 from servemetrics.catalog import CATALOG
 from servemetrics.catalog.model import Aggregation, Kind, MetricDef, Unit
-from servemetrics.query.execute import execute
+from servemetrics.query.execute import execute as query_execute
 from servemetrics.query.plan import Plan, build_plan
 from servemetrics.query.windows import Mode, Window
 from servemetrics.store.base import ValueSet
-from tests.query.helpers import T0, at, series, store_with
+from tests.query.helpers import T0, at, series, store_with, wire
 
 D1 = frozenset({"d1"})
 E2E = "baseten_end_to_end_response_time_seconds"
 REQ = "baseten_inference_requests_total"
+
+
+def execute(plan, store):
+    """``query.execute`` as the JSON object the API answers."""
+    return wire(query_execute(plan, store))
 
 
 def run(store, names, mode, start_s, end_s, timeline=None, now_s=None):
@@ -25,7 +30,7 @@ def run(store, names, mode, start_s, end_s, timeline=None, now_s=None):
         None if start_s is None else at(start_s),
         None if end_s is None else at(end_s),
         names,
-        timeline,
+        lambda _s, _e: timeline,
         at(now_s if now_s is not None else end_s or 0),
     )
     return execute(plan, store)
@@ -221,14 +226,23 @@ def test_current_uses_latest_sample_within_five_minutes():
         series(gauge, [(0, 3), (100, 4)], deployment_id="d1"), series(gauge, [(0, 9)], deployment_id="d0")
     )
     plan = build_plan(
-        "m1", Mode.CURRENT, None, None, [gauge], [(at(-3600), frozenset({"d1", "d0"}))], at(200)
+        "m1",
+        Mode.CURRENT,
+        None,
+        None,
+        [gauge],
+        lambda _s, _e: [(at(-3600), frozenset({"d1", "d0"}))],
+        at(200),
     )
     resp = execute(plan, store)
     assert resp["start_epoch_millis"] == at(200) - 300_000 and resp["end_epoch_millis"] == at(200)
     assert resp["step_seconds"] is None
     assert values_of(resp, gauge) == [[13.0]]
     later = execute(
-        build_plan("m1", Mode.CURRENT, None, None, [gauge], [(at(-3600), frozenset({"d1"}))], at(500)), store
+        build_plan(
+            "m1", Mode.CURRENT, None, None, [gauge], lambda _s, _e: [(at(-3600), frozenset({"d1"}))], at(500)
+        ),
+        store,
     )
     assert values_of(later, gauge) == [[None]]  # the series exists, no sample in the last 5 min
 
@@ -305,5 +319,7 @@ def test_a_series_relabelled_by_a_promotion_is_not_counted_twice():
     resp = run(store, [mem, active], Mode.SUMMARY, 0, 60)
     assert values_of(resp, mem) == [[200.0]]  # mean over replicas of (r1: 100, r2: 300)
     assert values_of(resp, active) == [[2.0]]
-    current = execute(build_plan("m1", Mode.CURRENT, None, None, [active], [(at(-60), D1)], at(50)), store)
+    current = execute(
+        build_plan("m1", Mode.CURRENT, None, None, [active], lambda _s, _e: [(at(-60), D1)], at(50)), store
+    )
     assert values_of(current, active) == [[2.0]]

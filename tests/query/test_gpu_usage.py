@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from servemetrics.query.gpu_usage import GpuDeployment, GroupBy, gpu_usage
-from servemetrics.query.windows import WindowError
+from servemetrics.api.schemas import gpu_usage_body
+from servemetrics.query.errors import WindowError
+from servemetrics.query.gpu_usage import GpuDeployment, GroupBy
+from servemetrics.query.gpu_usage import gpu_usage as query_gpu_usage
 from tests.query.helpers import T0, at, series, store_with
 
 ACTIVE = "baseten_replicas_active"
 A100 = GpuDeployment("m1", "llama", "d1", "A100", 2)
 H100 = GpuDeployment("m2", "whisper", "d2", "H100", 1)
+
+
+def gpu_usage(*args, **kwargs):
+    """``query.gpu_usage`` as the JSON object the API answers."""
+    return gpu_usage_body(query_gpu_usage(*args, **kwargs))
 
 
 def test_hand_computed_two_deployments():

@@ -11,7 +11,7 @@ from servemetrics.samples import SampleBatch
 from servemetrics.store import STORE_FILE, open_store
 from servemetrics.store.base import Cell, Reducer, Selection, ValueSet
 from servemetrics.store.duckdb import DuckDBStore
-from servemetrics.store.duckdb_query import RollupIndex
+from servemetrics.store.duckdb_eval import RollupIndex
 from servemetrics.store.duckdb_view import View, sort_segment
 from servemetrics.store.memory import MemoryStore
 from servemetrics.types import labels_of
@@ -252,3 +252,9 @@ def test_acknowledged_head_samples_survive_a_crash(tmp_path: Path) -> None:
         }
     finally:
         store.close()
+
+
+def test_every_reducer_has_an_evaluator():
+    from servemetrics.store.duckdb_eval import _EVALUATORS
+
+    assert set(_EVALUATORS) == set(Reducer)

@@ -24,6 +24,7 @@ from servemetrics.api.loops_schemas import (
     PER_RANK,
     LoopsMetricsRequest,
     LoopsMetricsResponse,
+    loops_metrics,
 )
 from servemetrics.api.params import reject_unknown_params
 from servemetrics.query.loops import execute_loops
@@ -227,7 +228,7 @@ def trainer_metrics(
     service: ServiceDep,
     trainer: Annotated[TrainerDeploymentInfo, Depends(readable_trainer)],
     b: Annotated[LoopsMetricsRequest, Depends(loops_body)],
-) -> dict[str, Any]:
+) -> LoopsMetricsResponse:
     """``GetLoopsDeploymentMetricsResponseV1`` for the window (default: the last hour)."""
     plan = build_loops_plan(
         trainer.id,
@@ -240,6 +241,6 @@ def trainer_metrics(
         scrape_interval_s=service.config.scrape_interval,
     )
     started = time.perf_counter()
-    metrics = execute_loops(plan, service.store)
+    result = execute_loops(plan, service.store)
     service.metrics.query_latency.labels("LOOPS").observe(time.perf_counter() - started)
-    return {"deployment_id": trainer.id, "metrics": metrics}
+    return LoopsMetricsResponse(deployment_id=trainer.id, metrics=loops_metrics(result))

@@ -15,7 +15,7 @@ from pydantic import BeforeValidator
 
 from servemetrics.api.deps import ReadModel, RegistryDep, ServiceDep, resolve_deployment, resolve_environment
 from servemetrics.api.params import reject_unknown_params
-from servemetrics.api.schemas import MetricsResponse
+from servemetrics.api.schemas import MetricsResponse, metrics_response
 from servemetrics.api.service import Service
 from servemetrics.query.execute import execute
 from servemetrics.query.plan import build_plan
@@ -67,21 +67,21 @@ Params = Annotated[MetricsParams, Depends(metrics_params)]
 
 def _answer(
     service: Service, model_id: str, p: MetricsParams, timeline_of: Callable[[int, int], Timeline]
-) -> dict[str, object]:
+) -> MetricsResponse:
     """The metrics body; a bad window or metric name raises (400 by ``install_error_handlers``)."""
     plan = build_plan(
         model_id, p.mode, p.start_epoch_millis, p.end_epoch_millis, p.metrics, timeline_of, service.clock()
     )
     started = time.perf_counter()
-    body = execute(plan, service.store)
+    result = execute(plan, service.store)
     service.metrics.query_latency.labels(p.mode.value).observe(time.perf_counter() - started)
-    return body
+    return metrics_response(result)
 
 
 @router.get("/v1/models/{model_id}/environments/{env_name}/metrics", response_model=MetricsResponse)
 def environment_metrics(
     service: ServiceDep, registry: RegistryDep, model: ReadModel, env_name: str, params: Params
-) -> dict[str, object]:
+) -> MetricsResponse:
     """Metrics aggregated across every deployment that served the environment, split at promotions."""
     env = resolve_environment(registry, model, env_name)
     return _answer(
@@ -92,7 +92,7 @@ def environment_metrics(
 @router.get("/v1/models/{model_id}/deployments/{deployment_id}/metrics", response_model=MetricsResponse)
 def deployment_metrics(
     service: ServiceDep, registry: RegistryDep, model: ReadModel, deployment_id: str, params: Params
-) -> dict[str, object]:
+) -> MetricsResponse:
     """Metrics of one deployment (``production`` / ``development`` name that environment's deployment)."""
     dep = resolve_deployment(registry, model, deployment_id)
     return _answer(service, model.id, params, lambda s, e: [(s, frozenset({dep.id}))])

@@ -14,6 +14,7 @@ from pydantic import BeforeValidator
 
 from servemetrics.api.deps import Auth, ClockDep, RegistryDep, StoreDep, require_org_metrics_read
 from servemetrics.api.params import reject_unknown_params
+from servemetrics.api.schemas import gpu_usage_body
 from servemetrics.query.gpu_usage import GpuDeployment, GroupBy, gpu_usage
 from servemetrics.registry import KeyInfo, Registry, can_read_metrics
 from servemetrics.timeutil import MAX_TS_MS
@@ -63,7 +64,7 @@ def organization_gpu_usage(
     reject_unknown_params(request, GPU_USAGE_PARAMETERS)
     require_org_metrics_read(key)
     types = [t.strip() for v in gpu_type or () for t in v.split(",") if t.strip()]
-    return gpu_usage(
+    usage = gpu_usage(
         store,
         gpu_deployments(registry, key),
         start_epoch_millis,
@@ -72,3 +73,4 @@ def organization_gpu_usage(
         group_by,
         types or None,
     )
+    return gpu_usage_body(usage)

@@ -1,0 +1,23 @@
+"""The errors of the query layer: requests the API answers with 400, the message saying what to fix."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from servemetrics.catalog import CATALOG
+
+
+class WindowError(ValueError):
+    """A window the API must reject with 400; the message says what to fix."""
+
+
+class UnknownMetricError(ValueError):
+    """Metric names not in the catalog (the API answers 400 naming them)."""
+
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = list(names)
+        shown = [n if len(n) <= 80 else n[:77] + "..." for n in self.names[:10]]
+        more = f" and {len(self.names) - 10} more" if len(self.names) > 10 else ""
+        super().__init__(
+            "unknown metric name(s): " + ", ".join(shown) + more + ". Known names: " + ", ".join(CATALOG)
+        )

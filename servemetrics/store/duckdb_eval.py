@@ -1,0 +1,500 @@
+"""Evaluation of a ``Selection`` for ``DuckDBStore``: rollups for the aligned middle, raw samples at edges.
+
+Every value set reads a range: ``[start, end)`` for MEAN and INCREASE, ``[end - lookback, end)`` for
+LAST. The part of that range made of whole rollup buckets that are sealed is answered from ``rollups``
+(one row per series per bucket); the ragged rest from raw samples (chunks and head). Raw samples are
+fetched with ``lookback`` before each raw piece so that every sample's previous sample is at hand, and
+each rollup bucket adds its last sample as a "virtual" sample: the previous sample of the first raw
+sample after a run of buckets is the last sample of the last non-empty bucket. The result is the same as
+``MemoryStore`` on the same data (see ``docs/store.md`` for the argument).
+
+Per series only (``group_cells`` then sums a group's series); combining across series, deployments and
+label sets is ``query/execute.py``'s job (docs/store.md "Who computes what"). Times are epoch ms.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from servemetrics.store.base import Cell, GroupKey, Reducer, Selection, SelectResult
+
+Ranges = list[tuple[int, int]]
+"""Sorted, disjoint half-open time ranges ``[lo, hi)`` (epoch ms)."""
+RawReader = Callable[[Ranges], tuple[np.ndarray, np.ndarray, np.ndarray]]
+"""``read_raw(ranges)``: the raw samples in ``ranges`` as (index into ``sids``, ts, value), sorted by
+(index, ts) and unique."""
+Reduced = tuple[np.ndarray, np.ndarray]
+"""Per series (rows) and value set (columns): the reduced value and the has-data mask."""
+
+
+class RawPiece(NamedTuple):
+    """A part ``[lo, hi)`` of value set ``value_set``'s read range answered from raw samples."""
+
+    value_set: int
+    lo: int
+    hi: int
+
+
+class RollupPiece(NamedTuple):
+    """A run of whole sealed rollup buckets ``[lo, hi)`` of value set ``value_set``'s read range;
+    ``tail_follows``: a raw piece of the same value set starts at ``hi``."""
+
+    value_set: int
+    lo: int
+    hi: int
+    tail_follows: bool
+
+
+@dataclass
+class ReadPlan:
+    """The pieces of every value set (raw and rollup) and the raw ranges to fetch for them."""
+
+    raw: list[RawPiece]
+    roll: list[RollupPiece]
+    fetch: Ranges
+
+
+def plan_reads(sel: Selection, rollup_ms: int, rollup_until: int) -> ReadPlan:
+    """Split each value set's read range into rollup buckets (aligned to ``rollup_ms``, sealed before
+    ``rollup_until``) and raw pieces, with the raw ranges to fetch (INCREASE fetches ``lookback_ms``
+    before each raw piece, for the previous sample of its first sample)."""
+    raw: list[RawPiece] = []
+    roll: list[RollupPiece] = []
+    fetch: Ranges = []
+    lookback = sel.lookback_ms
+    needs_previous = sel.reducer is Reducer.INCREASE
+    for i, vs in enumerate(sel.value_sets):
+        lo = vs.end_ms - lookback if sel.reducer is Reducer.LAST else vs.start_ms
+        hi = vs.end_ms
+        buckets_lo = -(-lo // rollup_ms) * rollup_ms  # the first bucket boundary at or after lo
+        buckets_hi = min(hi // rollup_ms * rollup_ms, rollup_until)  # the last boundary at or before hi
+        pieces = [(lo, hi)]
+        if buckets_lo < buckets_hi:
+            roll.append(RollupPiece(i, buckets_lo, buckets_hi, buckets_hi < hi))
+            pieces = [p for p in ((lo, buckets_lo), (buckets_hi, hi)) if p[0] < p[1]]
+            if needs_previous and buckets_hi < hi and buckets_lo == lo:
+                # a tail piece without a head piece: the previous sample may precede the value set
+                fetch.append((lo - lookback, lo))
+        for piece_lo, piece_hi in pieces:
+            raw.append(RawPiece(i, piece_lo, piece_hi))
+            fetch.append((piece_lo - lookback if needs_previous else piece_lo, piece_hi))
+    return ReadPlan(raw, roll, merge_ranges(fetch))
+
+
+def merge_ranges(ranges: Ranges) -> Ranges:
+    """Sort and merge overlapping or touching half-open ranges."""
+    out: Ranges = []
+    for lo, hi in sorted(ranges):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+def range_sum(arr: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``arr[lo[k]:hi[k]].sum()`` for every k (0 for empty ranges), without cumulative-sum round-off."""
+    if lo.size == 0:
+        return np.zeros(0)
+    return _range_sum_ext(np.append(arr.astype(np.float64, copy=False), 0.0), lo, hi)
+
+
+def _range_sum_ext(ext: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``range_sum`` on an array with one extra element at the end (so ``hi`` may be the length)."""
+    idx = np.empty(2 * lo.size, dtype=np.int64)
+    idx[0::2], idx[1::2] = lo, hi
+    return np.where(hi > lo, np.add.reduceat(ext, idx)[0::2], 0.0)
+
+
+class _Stream:
+    """Samples of the selected series, sorted by (series index, ts) and unique, keyed for range lookups.
+
+    ``val_ext`` and ``inc_ext`` (each sample's delta to the previous one) carry one extra 0 at the end
+    for ``_range_sum_ext``; the previous sample of ``j`` is ``j - 1`` when ``has_prev(j)``.
+    """
+
+    def __init__(self, sidx: np.ndarray, ts: np.ndarray, val: np.ndarray, t0: int, span: int) -> None:
+        self.sidx, self.ts, self.t0, self.span = sidx, ts, t0, span
+        key = sidx.astype(np.int64)  # a copy
+        key *= span
+        key += ts
+        key -= t0
+        self.key = key
+        self.val = val
+        self._inc: np.ndarray | None = None
+        self._val_ext: np.ndarray | None = None
+
+    @classmethod
+    def unsorted(
+        cls, sidx: np.ndarray, ts: np.ndarray, val: np.ndarray, real: np.ndarray, t0: int, span: int
+    ) -> _Stream:
+        """Sorted from parts; a real sample shadows a virtual one at the same (series, ts)."""
+        key = sidx.astype(np.int64) * span + (ts - t0)
+        # real before virtual at the same key; parts arrive mostly sorted, which a stable sort exploits
+        order = np.argsort(key * 2 + ~real, kind="stable")
+        key = key[order]
+        keep = np.ones(key.size, dtype=bool)
+        keep[1:] = key[1:] != key[:-1]
+        order = order[keep]
+        return cls(sidx[order], ts[order], val[order], t0, span)
+
+    @property
+    def val_ext(self) -> np.ndarray:
+        """The values with one extra 0 at the end (for ``_range_sum_ext``)."""
+        if self._val_ext is None:
+            self._val_ext = np.append(self.val, 0.0)
+        return self._val_ext
+
+    @property
+    def inc_ext(self) -> np.ndarray:
+        """``increases`` (a drop is a reset) of each sample to the one before it, in place."""
+        if self._inc is None:
+            val, n = self.val, self.ts.size
+            inc = np.empty(n + 1)
+            inc[n] = 0.0
+            if n:
+                inc[0] = val[0]
+                d = inc[1:n]
+                with np.errstate(invalid="ignore"):
+                    np.subtract(val[1:], val[:-1], out=d)
+                reset = np.greater_equal(val[1:], val[:-1])
+                np.logical_not(reset, out=reset)  # also where a value is NaN, as in ``increases``
+                np.copyto(d, val[1:], where=reset)
+            self._inc = inc
+        return self._inc
+
+    def prev_within(self, index: np.ndarray, since: np.ndarray) -> np.ndarray:
+        """Per sample ``index`` (valid): it has a previous sample of its series at or after ``since``."""
+        before = np.maximum(index - 1, 0)
+        return (index > 0) & (self.sidx[before] == self.sidx[index]) & (self.ts[before] >= since)
+
+    def find(self, series: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        """Per (series index, ts): the position of the first sample of that series at or after ts."""
+        return np.searchsorted(self.key, series.astype(np.int64) * self.span + (ts - self.t0))
+
+
+class RollupIndex:
+    """The ``rollups`` table in memory, sorted by (series, bucket); ``key`` = series << 32 | bucket number."""
+
+    COLUMNS = ("series_id", "bucket", "n", "sum", "inc", "first_inc", "prev_age", "last_off", "last_val")
+
+    def __init__(self, cols: dict[str, np.ndarray], rollup_ms: int, presorted: bool = False) -> None:
+        sid = np.asarray(cols["series_id"], dtype=np.int64)
+        bucket = np.asarray(cols["bucket"], dtype=np.int64)
+        key = (sid << 32) | (bucket // rollup_ms)
+        order = slice(None) if presorted else np.argsort(key, kind="stable")
+        self.rollup_ms = rollup_ms
+        self.key = key[order]
+        self.bucket = bucket[order]
+        self.n = np.asarray(cols["n"], dtype=np.int64)[order]
+        self.sum = np.asarray(cols["sum"], dtype=np.float64)[order]
+        self.inc = np.asarray(cols["inc"], dtype=np.float64)[order]
+        first = np.asarray(cols["first_inc"], dtype=np.float64)[order]
+        self.prev_age = np.asarray(cols["prev_age"], dtype=np.int64)[order]  # -1: no previous sample
+        self.first_inc = np.where(self.prev_age >= 0, first, 0.0)
+        self.full_inc = self.inc + self.first_inc
+        self.last_ts = self.bucket + np.asarray(cols["last_off"], dtype=np.int64)[order]
+        self.last_val = np.asarray(cols["last_val"], dtype=np.float64)[order]
+
+    @classmethod
+    def empty(cls, rollup_ms: int) -> RollupIndex:
+        """An index without rows, for buckets of ``rollup_ms``."""
+        return cls({c: np.zeros(0) for c in cls.COLUMNS}, rollup_ms, presorted=True)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The rows as the ``rollups`` table's columns (``COLUMNS``)."""
+        return {
+            "series_id": self.key >> 32,
+            "bucket": self.bucket,
+            "n": self.n,
+            "sum": self.sum,
+            "inc": self.inc,
+            "first_inc": self.first_inc,
+            "prev_age": self.prev_age,
+            "last_off": self.last_ts - self.bucket,
+            "last_val": self.last_val,
+        }
+
+    def merged(self, cols: dict[str, np.ndarray]) -> RollupIndex:
+        """A new index with the rows ``cols`` (keys not present yet) added."""
+        if len(cols["bucket"]) == 0:
+            return self
+        mine = self.columns()
+        return RollupIndex(
+            {c: np.concatenate([mine[c], np.asarray(cols[c])]) for c in self.COLUMNS}, self.rollup_ms
+        )
+
+    def ranges(self, sids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Row ranges ``[i0, i1)`` of series ``sids`` with buckets in ``[lo, hi)`` (multiples of the step)."""
+        base = sids.astype(np.int64) << 32
+        r = self.rollup_ms
+        return np.searchsorted(self.key, base | (lo // r)), np.searchsorted(self.key, base | (hi // r))
+
+
+class _Samples(NamedTuple):
+    """Samples as parallel arrays: index into ``sids``, ts (epoch ms), value."""
+
+    series: np.ndarray
+    ts: np.ndarray
+    value: np.ndarray
+
+
+_NO_SAMPLES = _Samples(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0))
+
+
+class _RollupRows(NamedTuple):
+    """Every (series, rollup piece) pair: the series index, value set, the rollup rows ``[first, end)``
+    holding the piece's buckets, and the piece's ``tail_follows``."""
+
+    series: np.ndarray
+    value_set: np.ndarray
+    first: np.ndarray
+    end: np.ndarray
+    tail_follows: np.ndarray
+
+
+@dataclass
+class _Evaluation:
+    """One ``evaluate`` call: its inputs and read plan, and the helpers every reducer shares. Results are
+    accumulated flat, one cell per (series, value set): ``series * n_sets + value_set``."""
+
+    sel: Selection
+    sids: np.ndarray
+    rollups: RollupIndex
+    reads: ReadPlan
+    read_raw: RawReader
+    n_series: int
+    n_sets: int
+
+    def zeros(self) -> tuple[np.ndarray, np.ndarray]:
+        """Flat accumulators: per (series, value set) cell a total and a sample count."""
+        size = self.n_series * self.n_sets
+        return np.zeros(size), np.zeros(size, dtype=np.int64)
+
+    def rollup_rows(self) -> _RollupRows:
+        """Every (series, rollup piece) pair with its rollup rows."""
+        series, value_set, lo, hi = _grid([r[:3] for r in self.reads.roll], self.n_series)
+        first, end = self.rollups.ranges(self.sids[series], lo, hi)
+        tail = np.tile(np.array([r.tail_follows for r in self.reads.roll], dtype=bool), self.n_series)
+        return _RollupRows(series, value_set, first, end, tail)
+
+    def virtual(self, rows: _RollupRows, wanted: np.ndarray) -> _Samples:
+        """The last sample of each run of buckets (``wanted`` among the non-empty ones)."""
+        need = (rows.end > rows.first) & wanted
+        last_row = rows.end[need] - 1
+        return _Samples(rows.series[need], self.rollups.last_ts[last_row], self.rollups.last_val[last_row])
+
+    def stream(self, virtual: _Samples) -> _Stream:
+        """The raw samples of every raw piece (none without raw pieces) and the ``virtual`` samples."""
+        reads = self.reads
+        raw = _Samples(*self.read_raw(reads.fetch)) if reads.raw else _NO_SAMPLES
+        t0 = min([lo for lo, _ in reads.fetch] + [r.lo for r in reads.roll]) - 1
+        span = max([hi for _, hi in reads.fetch] + [r.hi for r in reads.roll]) - t0 + 1
+        if virtual.ts.size == 0:
+            return _Stream(raw.series, raw.ts, raw.value, t0, span)
+        return _Stream.unsorted(
+            np.concatenate([raw.series, virtual.series]),
+            np.concatenate([raw.ts, virtual.ts]),
+            np.concatenate([raw.value, virtual.value]),
+            np.concatenate([np.ones(raw.ts.size, bool), np.zeros(virtual.ts.size, bool)]),
+            t0,
+            span,
+        )
+
+    def shaped(self, total: np.ndarray, count: np.ndarray) -> Reduced:
+        """Flat accumulators -> (series x value set) values and has-data mask."""
+        shape = (self.n_series, self.n_sets)
+        return total.reshape(shape), count.reshape(shape) > 0
+
+
+def evaluate(
+    sel: Selection, sids: np.ndarray, rollups: RollupIndex, rollup_until: int, read_raw: RawReader
+) -> Reduced:
+    """Per series (rows, in ``sids`` order) and value set (columns): the reduced value and has-data mask.
+
+    ``rollups`` holds the rollup rows sealed before ``rollup_until`` (epoch ms); ``read_raw(ranges)``
+    gives the raw samples of ``sids`` in ``ranges`` as (index into ``sids``, ts, value), sorted by
+    (index, ts) and unique. The reducer's rule is ``_EVALUATORS[sel.reducer]``.
+    """
+    reads = plan_reads(sel, rollups.rollup_ms, rollup_until)
+    evaluation = _Evaluation(sel, sids, rollups, reads, read_raw, int(sids.size), len(sel.value_sets))
+    return _EVALUATORS[sel.reducer](evaluation)
+
+
+def _summed(
+    ev: _Evaluation,
+    add_rollups: Callable[[_Evaluation, _RollupRows, np.ndarray, np.ndarray], None],
+    add_raw: Callable[[_Evaluation, _Stream, np.ndarray, np.ndarray], None],
+) -> tuple[np.ndarray, np.ndarray]:
+    """Flat totals and sample counts of every cell: the rollup pieces, then the raw pieces (whose stream
+    carries the last sample of a run of buckets that a raw piece follows)."""
+    total, count = ev.zeros()
+    virtual = _NO_SAMPLES
+    if ev.reads.roll:
+        rows = ev.rollup_rows()
+        virtual = ev.virtual(rows, rows.tail_follows)
+        add_rollups(ev, rows, total, count)
+    if ev.reads.raw:
+        add_raw(ev, ev.stream(virtual), total, count)
+    return total, count
+
+
+def _evaluate_mean(ev: _Evaluation) -> Reduced:
+    """MEAN: the sum of the samples in ``[start, end)`` over their number."""
+    total, count = _summed(ev, _rollup_sums, _raw_sums)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        total = total / np.maximum(count, 1)
+    return ev.shaped(total, count)
+
+
+def _evaluate_increase(ev: _Evaluation) -> Reduced:
+    """INCREASE: the sum of the deltas (a drop is a reset) whose later sample lies in ``[start, end)``."""
+    return ev.shaped(*_summed(ev, _rollup_increases, _raw_increases))
+
+
+def _evaluate_last(ev: _Evaluation) -> Reduced:
+    """LAST: the latest sample in ``[end - lookback, end)``; a run of buckets gives its last sample."""
+    virtual = _NO_SAMPLES
+    if ev.reads.roll:
+        rows = ev.rollup_rows()
+        virtual = ev.virtual(rows, np.ones(rows.tail_follows.size, dtype=bool))
+    return _latest(ev, ev.stream(virtual))
+
+
+def _grid(pieces: Sequence[tuple[int, int, int]], n_series: int) -> tuple[np.ndarray, ...]:
+    """Every (series, piece) pair: series index, value set, lo, hi (pieces repeat per series)."""
+    arr = np.asarray(pieces, dtype=np.int64).reshape(-1, 3)
+    series = np.repeat(np.arange(n_series), len(arr))
+    return series, np.tile(arr[:, 0], n_series), np.tile(arr[:, 1], n_series), np.tile(arr[:, 2], n_series)
+
+
+def _accumulate(
+    total: np.ndarray, count: np.ndarray, cell: np.ndarray, value: np.ndarray, n: np.ndarray
+) -> None:
+    """Add ``value`` and ``n`` into the flat (series x value set) cells ``cell`` (repeats allowed)."""
+    size = total.size
+    total += np.bincount(cell, weights=np.where(n > 0, value, 0.0), minlength=size)
+    count += np.bincount(cell, weights=n, minlength=size).astype(np.int64)
+
+
+def _raw_grid(ev: _Evaluation, stream: _Stream) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every (series, raw piece) pair: the flat cell, value set and stream range ``[first, end)``."""
+    series, value_set, lo, hi = _grid(ev.reads.raw, ev.n_series)
+    return series * ev.n_sets + value_set, value_set, stream.find(series, lo), stream.find(series, hi)
+
+
+def _raw_sums(ev: _Evaluation, stream: _Stream, total: np.ndarray, count: np.ndarray) -> None:
+    if ev.n_series == 0:
+        return
+    cell, _, first, end = _raw_grid(ev, stream)
+    _accumulate(total, count, cell, _range_sum_ext(stream.val_ext, first, end), end - first)
+
+
+def _raw_increases(ev: _Evaluation, stream: _Stream, total: np.ndarray, count: np.ndarray) -> None:
+    """A piece's increase: the deltas of its samples after the first, plus the first sample's delta when
+    its previous sample lies within ``lookback_ms`` before the value set's start."""
+    if ev.n_series == 0:
+        return
+    cell, value_set, first, end = _raw_grid(ev, stream)
+    deltas = stream.inc_ext
+    value = _range_sum_ext(deltas, np.minimum(first + 1, end), end)
+    nonempty = end > first
+    first_sample = first[nonempty]
+    starts = _starts(ev.sel)[value_set[nonempty]]
+    counted = stream.prev_within(first_sample, starts - ev.sel.lookback_ms)
+    value[nonempty] += np.where(counted, deltas[first_sample], 0.0)
+    _accumulate(total, count, cell, value, end - first)
+
+
+def _starts(sel: Selection) -> np.ndarray:
+    return np.array([vs.start_ms for vs in sel.value_sets], dtype=np.int64)
+
+
+def _rollup_sums(ev: _Evaluation, rows: _RollupRows, total: np.ndarray, count: np.ndarray) -> None:
+    index = ev.rollups
+    n = range_sum(index.n, rows.first, rows.end).astype(np.int64)
+    cell = rows.series * ev.n_sets + rows.value_set
+    _accumulate(total, count, cell, range_sum(index.sum, rows.first, rows.end), n)
+
+
+def _rollup_increases(ev: _Evaluation, rows: _RollupRows, total: np.ndarray, count: np.ndarray) -> None:
+    """A run of buckets' increase: every bucket's full increase after the first; the first bucket's
+    increase inside it, plus the delta of its first sample when that sample's previous sample lies
+    within ``lookback_ms`` before the value set's start."""
+    index, first, end = ev.rollups, rows.first, rows.end
+    n = range_sum(index.n, first, end).astype(np.int64)
+    starts = _starts(ev.sel)[rows.value_set]
+    value = range_sum(index.full_inc, np.minimum(first + 1, end), end)
+    first_row = np.minimum(first, max(index.key.size - 1, 0))
+    if index.key.size:
+        prev_ts = index.bucket[first_row] - index.prev_age[first_row]
+        counted = (end > first) & (index.prev_age[first_row] >= 0) & (prev_ts >= starts - ev.sel.lookback_ms)
+        value = (
+            value
+            + np.where(end > first, index.inc[first_row], 0.0)
+            + np.where(counted, index.first_inc[first_row], 0.0)
+        )
+    _accumulate(total, count, rows.series * ev.n_sets + rows.value_set, value, n)
+
+
+def _latest(ev: _Evaluation, stream: _Stream) -> Reduced:
+    """Per cell the latest sample of the series before the value set's end, if within ``lookback_ms``."""
+    n_series, n_sets = ev.n_series, ev.n_sets
+    ends = np.array([vs.end_ms for vs in ev.sel.value_sets], dtype=np.int64)
+    series = np.repeat(np.arange(n_series), n_sets)
+    end = np.tile(ends, n_series)
+    latest = stream.find(series, end) - 1
+    if stream.key.size == 0:
+        return np.zeros((n_series, n_sets)), np.zeros((n_series, n_sets), dtype=bool)
+    at = np.maximum(latest, 0)  # a valid index even where there is no sample before the end
+    ok = (latest >= 0) & (stream.sidx[at] == series) & (stream.ts[at] >= end - ev.sel.lookback_ms)
+    return np.where(ok, stream.val[at], 0.0).reshape(n_series, n_sets), ok.reshape(n_series, n_sets)
+
+
+_EVALUATORS: dict[Reducer, Callable[[_Evaluation], Reduced]] = {
+    Reducer.MEAN: _evaluate_mean,
+    Reducer.INCREASE: _evaluate_increase,
+    Reducer.LAST: _evaluate_last,
+}
+"""Reducer -> its evaluation; a test keeps it complete for every ``Reducer``."""
+
+
+def group_cells(
+    sel: Selection,
+    groups: Sequence[GroupKey],
+    deployments: Sequence[str | None],
+    value: np.ndarray,
+    has: np.ndarray,
+) -> SelectResult:
+    """Sum per group the series that serve each value set and have data there (``Cell`` or ``None``).
+
+    Every group with a series that serves in some value set appears, even when all its cells are ``None``.
+    """
+    n_v = len(sel.value_sets)
+    names = sorted({d for d in deployments if d is not None})
+    masks = np.zeros((len(names) + 1, n_v), dtype=bool)  # the last row: no deployment_id, never serves
+    for k, d in enumerate(names):
+        masks[k] = [d in vs.deployment_ids for vs in sel.value_sets]
+    code = {d: k for k, d in enumerate(names)}
+    serve = masks[np.array([code.get(d, len(names)) for d in deployments], dtype=np.int64)]  # type: ignore[arg-type]
+    use = serve & has
+    keys = sorted(set(groups))
+    position = {g: k for k, g in enumerate(keys)}
+    group_of = np.array([position[g] for g in groups], dtype=np.int64)  # per series
+    totals = np.zeros((len(keys), n_v))
+    counts = np.zeros((len(keys), n_v), dtype=np.int64)
+    present = np.zeros(len(keys), dtype=bool)
+    np.add.at(totals, group_of, np.where(use, value, 0.0))
+    np.add.at(counts, group_of, use.astype(np.int64))
+    np.logical_or.at(present, group_of, serve.any(axis=1))
+    out: SelectResult = {}
+    for k, key in enumerate(keys):
+        if present[k]:  # a group whose series serve in some value set appears, even with no data
+            out[key] = [
+                Cell(t, c) if c else None for t, c in zip(totals[k].tolist(), counts[k].tolist(), strict=True)
+            ]
+    return out
