@@ -19,8 +19,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from servemetrics.query.bounds import NotHistogramError
-from servemetrics.query.plan import UnknownMetricError
-from servemetrics.query.windows import WindowError
+from servemetrics.query.errors import UnknownMetricError, WindowError
 from servemetrics.registry import Conflict, InvalidValue, NotFound
 from servemetrics.store.errors import StoreUnavailableError
 

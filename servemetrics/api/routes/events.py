@@ -11,7 +11,8 @@ from fastapi import APIRouter, Query
 from servemetrics.api.deps import ClockDep, ReadModel, RegistryDep
 from servemetrics.api.errors import bad_request
 from servemetrics.api.management_shapes import event_v1
-from servemetrics.query.windows import HOUR_MS, WindowError
+from servemetrics.query.errors import WindowError
+from servemetrics.query.windows import HOUR_MS
 from servemetrics.registry import EVENT_KINDS
 from servemetrics.timeutil import MAX_EPOCH_MS
 
