@@ -21,7 +21,6 @@ from fastapi import FastAPI
 from servemetrics import __version__
 from servemetrics.api.errors import install_error_handlers
 from servemetrics.api.routes import (
-    async_predict,
     catalog,
     dashboard,
     discovery,
@@ -32,11 +31,13 @@ from servemetrics.api.routes import (
     management,
     metrics,
     organization,
+    queued,
 )
 from servemetrics.api.routes import gateway as gateway_routes
 from servemetrics.config import Config, apply_config, engine_options
 from servemetrics.gateway import Gateway, GatewayOptions
-from servemetrics.gateway.async_worker import AsyncGateway, AsyncOptions
+from servemetrics.gateway.queued import QueuedOptions, QueuedRequests
+from servemetrics.gateway.queued_store import QueuedStore
 from servemetrics.ingest.scraper import Scraper, Target
 from servemetrics.ingest.targets import targets_from_registry
 from servemetrics.registry import Registry
@@ -60,6 +61,7 @@ class Service:
     clock: Callable[[], int]
     scraper: Scraper | None = None
     gateway: Gateway | None = None
+    queued: QueuedRequests | None = None
 
 
 def gateway_target(config: Config) -> Target:
@@ -89,8 +91,8 @@ async def _retention(service: Service) -> None:
     while True:
         try:
             await asyncio.to_thread(service.store.delete_before, service.clock() - retention_ms)
-            if isinstance(service.gateway, AsyncGateway):
-                store = service.gateway.async_store
+            if service.queued is not None:
+                store = service.queued.store
                 await asyncio.to_thread(store.purge_finished, service.clock() - retention_ms)
         except Exception:
             log.exception("applying retention failed; will retry")
@@ -105,7 +107,7 @@ def create_app(
     store: Store | None = None,
     gateway: bool = True,
     gateway_options: GatewayOptions | None = None,
-    async_options: AsyncOptions | None = None,
+    async_options: QueuedOptions | None = None,
 ) -> FastAPI:
     """Build the service for ``config``.
 
@@ -116,7 +118,7 @@ def create_app(
         store: a store to use instead of the DuckDB file in ``config.data_dir`` (tests).
         gateway: mount the inference paths and ``/gateway/metrics`` and run the gateway.
         gateway_options: the gateway's tunables (default ``GatewayOptions()``).
-        async_options: async requests' tunables (default ``AsyncOptions()``).
+        async_options: queued (async) requests' tunables (default ``QueuedOptions()``).
     """
 
     @contextlib.asynccontextmanager
@@ -136,10 +138,14 @@ def create_app(
         app.state.service = service
         app.state.registry = registry
         if gateway:
-            service.gateway = app.state.gateway = AsyncGateway(
-                registry, clock, gateway_options or GatewayOptions(), async_options
+            service.gateway = app.state.gateway = Gateway(
+                registry, clock, gateway_options or GatewayOptions()
+            )
+            service.queued = app.state.queued = QueuedRequests(
+                service.gateway, QueuedStore(registry.engine), async_options
             )
             await service.gateway.start()
+            await service.queued.start()
         tasks: list[asyncio.Task[None]] = []
         async with httpx.AsyncClient() as client:
             if scrape:
@@ -160,6 +166,8 @@ def create_app(
                 await asyncio.gather(*tasks, return_exceptions=True)
                 if service.scraper is not None:
                     await service.scraper.stop()
+                if service.queued is not None:
+                    await service.queued.stop()
                 if service.gateway is not None:
                     await service.gateway.stop()
                 service.store.close()
@@ -177,6 +185,6 @@ def create_app(
     app.include_router(discovery.router)  # GET /v1/service_discovery/targets (docs/service-discovery.md)
     if gateway:
         app.include_router(gateway_routes.router)
-        app.include_router(async_predict.router)
-        app.add_middleware(gateway_routes.InvalidateOnChange)
+        app.include_router(queued.router)
+        app.add_middleware(gateway_routes.InferenceRouter)
     return app

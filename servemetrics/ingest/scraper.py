@@ -51,6 +51,7 @@ class Target:
 
     url: str
     labels: tuple[tuple[str, str], ...]
+
     @functools.cached_property
     def label_dict(self) -> dict[str, str]:
         """The labels as a dict (made once, at the first use; do not change it)."""
