@@ -4,7 +4,7 @@ webhook.
 ``QueuedRequests(gateway, store, options)`` runs them beside a ``Gateway`` (docs/gateway.md "Async
 requests"):
 
-- A dispatcher loop (every ``AsyncOptions.poll_interval_s``, and at once when a request arrives or an
+- A dispatcher loop (every ``QueuedOptions.poll_interval_s``, and at once when a request arrives or an
   async execution ends) expires QUEUED requests older than their ``max_time_in_queue_s`` (EXPIRED, the
   webhook gets an error), then walks the QUEUED requests in arrival order. Each is assigned a
   deployment serving its environment (by the same weighted choice as a synchronous request, kept
