@@ -42,6 +42,7 @@ import httpx
 
 from servemetrics.gateway.backpressure import Gate
 from servemetrics.gateway.gateway import Gateway
+from servemetrics.gateway.metrics import DeploymentLabels
 from servemetrics.gateway.queued_metrics import NO_ANSWER_STATUS, QueuedMetrics
 from servemetrics.gateway.queued_store import QueuedRequest, QueuedStore
 from servemetrics.gateway.state import choose_deployment
@@ -192,9 +193,9 @@ class QueuedRequests:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _labels(self, dep_id: str | None, req: QueuedRequest) -> tuple[str, ...]:
+    def _labels(self, dep_id: str | None, req: QueuedRequest) -> DeploymentLabels:
         view = self._view.deployments.get(dep_id or "")
-        return view.labels if view else (req.model_id, "", dep_id or "", req.environment, "")
+        return view.labels if view else DeploymentLabels(req.model_id, "", dep_id or "", req.environment, "")
 
     # dispatcher
 

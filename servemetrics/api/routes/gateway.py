@@ -158,6 +158,16 @@ def is_inference_path(path: str) -> bool:
     return path.endswith("/predict") or "/sync/" in path or path.startswith("/gateway/")
 
 
+def _route_path(scope: Scope) -> str:
+    """The path the app's routes see: ``scope["path"]`` less a ``root_path`` it starts with (as
+    starlette's router does), so a mounted app's inference paths are answered here too."""
+    path: str = scope["path"]
+    root = scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root) : len(root) + 1] == "/":
+        return path[len(root) :]
+    return path
+
+
 class InferenceRouter:
     """ASGI middleware: answers the requests that match ``FAST_ROUTES`` (path and method) itself, with
     an ``ApiError`` rendered as ``{"error": …}``; passes every other request to ``app``."""
@@ -166,7 +176,7 @@ class InferenceRouter:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and is_inference_path(path := scope["path"]):
+        if scope["type"] == "http" and is_inference_path(path := _route_path(scope)):
             method = scope["method"]
             for route in FAST_ROUTES:
                 m = route.regex.match(path)
