@@ -9,14 +9,16 @@ from pathlib import Path
 from tests.conftest import REPO_ROOT
 
 PKG = REPO_ROOT / "servemetrics"
-BOTTOM = {"types", "timeutil", "labels", "samples"}
-"""Contracts every layer may use: aliases, time helpers, the label contract, the sample unit."""
+BOTTOM = {"types", "timeutil", "labels", "samples", "keyed_loops"}
+"""Contracts every layer may use: aliases, time helpers, the label contract, the sample unit, and
+``KeyedLoops`` (a task per key)."""
 ALLOWED: dict[str, set[str]] = {
     "__init__": {"samples", "types"},
     "types": set(),
     "timeutil": set(),
     "labels": {"types"},
     "samples": {"types"},
+    "keyed_loops": set(),
     "remote_write": {*BOTTOM},
     "catalog": {*BOTTOM},
     "selfmetrics": set(),

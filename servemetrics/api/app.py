@@ -15,7 +15,6 @@ from fastapi import FastAPI
 from servemetrics import __version__
 from servemetrics.api.errors import install_error_handlers
 from servemetrics.api.routes import (
-    async_predict,
     catalog,
     dashboard,
     discovery,
@@ -28,12 +27,13 @@ from servemetrics.api.routes import (
     management,
     metrics,
     organization,
+    queued,
 )
 from servemetrics.api.routes import gateway as gateway_routes
 from servemetrics.api.service import open_service
 from servemetrics.config import Config
 from servemetrics.gateway import GatewayOptions
-from servemetrics.gateway.async_worker import AsyncOptions
+from servemetrics.gateway.queued import QueuedOptions
 from servemetrics.store import Store
 from servemetrics.timeutil import wall_clock_ms
 
@@ -52,7 +52,7 @@ def create_app(
     store: Store | None = None,
     gateway: bool = True,
     gateway_options: GatewayOptions | None = None,
-    async_options: AsyncOptions | None = None,
+    async_options: QueuedOptions | None = None,
 ) -> FastAPI:
     """Build the service for ``config``; the arguments are ``open_service``'s (``gateway`` also mounts
     the inference paths and ``/gateway/metrics``)."""
@@ -70,8 +70,6 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with service() as app.state.service:
-            # read by api/routes/gateway.py and async_predict.py until they take deps.GatewayDep
-            app.state.gateway = app.state.service.gateway
             yield
 
     app = FastAPI(
@@ -85,6 +83,6 @@ def create_app(
         app.include_router(module.router)
     if gateway:
         app.include_router(gateway_routes.router)
-        app.include_router(async_predict.router)
-        app.add_middleware(gateway_routes.InvalidateOnChange)
+        app.include_router(queued.router)
+        app.add_middleware(gateway_routes.InferenceRouter)
     return app

@@ -15,7 +15,8 @@ from fastapi import Depends, Header, Path, Request
 
 from servemetrics.api.errors import ApiError, forbidden, not_found, unauthorized
 from servemetrics.api.service import Clock, Service
-from servemetrics.gateway.async_worker import AsyncGateway
+from servemetrics.gateway import Gateway
+from servemetrics.gateway.queued import QueuedRequests
 from servemetrics.registry import (
     DeploymentInfo,
     EnvironmentInfo,
@@ -35,8 +36,7 @@ DEPLOYMENT_ALIASES = ("production", "development")
 
 async def get_service(request: Request) -> Service:
     """The running service (``app.state.service``, set by ``create_app``'s lifespan)."""
-    service: Service = request.app.state.service
-    return service
+    return service_of(request)
 
 
 ServiceDep = Annotated[Service, Depends(get_service)]
@@ -57,17 +57,31 @@ async def get_clock(service: ServiceDep) -> Clock:
     return service.clock
 
 
-async def get_gateway(service: ServiceDep) -> AsyncGateway:
+def service_of(request: Request) -> Service:
+    """The running service of ``request`` (for ASGI code outside FastAPI's dependency injection, such as
+    the inference router's endpoints)."""
+    service: Service = request.app.state.service
+    return service
+
+
+async def get_gateway(service: ServiceDep) -> Gateway:
     """The service's gateway; 503 when the service runs without one."""
     if service.gateway is None:
         raise ApiError(503, "the gateway is not enabled in this service")
     return service.gateway
 
 
+def queued_of(service: Service) -> QueuedRequests:
+    """The service's queued (async) requests; 503 when the service runs without a gateway."""
+    if service.queued is None:
+        raise ApiError(503, "async requests are not enabled in this service")
+    return service.queued
+
+
 RegistryDep = Annotated[Registry, Depends(get_registry)]
 StoreDep = Annotated[Store, Depends(get_store)]
 ClockDep = Annotated[Clock, Depends(get_clock)]
-GatewayDep = Annotated[AsyncGateway, Depends(get_gateway)]
+GatewayDep = Annotated[Gateway, Depends(get_gateway)]
 
 
 def parse_authorization(header: str | None) -> str:

@@ -21,8 +21,9 @@ from typing import Any
 import httpx
 
 from servemetrics.config import Config, apply_config, engine_options
-from servemetrics.gateway import GatewayOptions
-from servemetrics.gateway.async_worker import AsyncGateway, AsyncOptions
+from servemetrics.gateway import Gateway, GatewayOptions
+from servemetrics.gateway.queued import QueuedOptions, QueuedRequests
+from servemetrics.gateway.queued_store import QueuedStore
 from servemetrics.ingest.scraper import Scraper, Target
 from servemetrics.ingest.targets import targets_from_registry
 from servemetrics.registry import Registry
@@ -50,7 +51,8 @@ class Service:
         metrics: the service's own ``/metrics``.
         clock: epoch-ms "now".
         scraper: the scraper, None when scraping is off.
-        gateway: the metering proxy with async requests, None when the gateway is off.
+        gateway: the metering proxy, None when the gateway is off.
+        queued: queued (async) requests through the gateway, None when the gateway is off.
     """
 
     config: Config
@@ -59,7 +61,8 @@ class Service:
     metrics: SelfMetrics
     clock: Clock
     scraper: Scraper | None = None
-    gateway: AsyncGateway | None = None
+    gateway: Gateway | None = None
+    queued: QueuedRequests | None = None
 
 
 def gateway_target(config: Config) -> Target:
@@ -90,8 +93,8 @@ async def _retention(service: Service) -> None:
     while True:
         try:
             await asyncio.to_thread(service.store.delete_before, service.clock() - retention_ms)
-            if service.gateway is not None:
-                store = service.gateway.async_store
+            if service.queued is not None:
+                store = service.queued.store
                 await asyncio.to_thread(store.purge_finished, service.clock() - retention_ms)
         except Exception:
             log.exception("applying retention failed; will retry")
@@ -103,13 +106,19 @@ async def running_gateway(
     registry: Registry,
     clock: Clock,
     options: GatewayOptions | None = None,
-    async_options: AsyncOptions | None = None,
-) -> AsyncIterator[AsyncGateway]:
-    """The gateway over ``registry`` (``GatewayOptions()`` by default), started; stopped at exit."""
-    gateway = AsyncGateway(registry, clock, options or GatewayOptions(), async_options)
+    async_options: QueuedOptions | None = None,
+) -> AsyncIterator[tuple[Gateway, QueuedRequests]]:
+    """The gateway over ``registry`` (``GatewayOptions()`` by default) and its queued requests, started;
+    stopped at exit (queued requests first)."""
+    gateway = Gateway(registry, clock, options or GatewayOptions())
+    queued = QueuedRequests(gateway, QueuedStore(registry.engine), async_options)
     await gateway.start()
     try:
-        yield gateway
+        await queued.start()
+        try:
+            yield gateway, queued
+        finally:
+            await queued.stop()
     finally:
         await gateway.stop()
 
@@ -140,7 +149,7 @@ async def open_service(
     store: Store | None = None,
     gateway: bool = True,
     gateway_options: GatewayOptions | None = None,
-    async_options: AsyncOptions | None = None,
+    async_options: QueuedOptions | None = None,
 ) -> AsyncIterator[Service]:
     """The service for ``config``, running until the ``async with`` ends (then stopped in reverse order:
     loops, scraper, HTTP client, gateway, store, registry).
@@ -152,7 +161,7 @@ async def open_service(
         store: a store to use instead of the one ``config`` names (tests); closed at exit too.
         gateway: run the gateway (the app then mounts the inference paths and ``/gateway/metrics``).
         gateway_options: the gateway's tunables (default ``GatewayOptions()``).
-        async_options: async requests' tunables (default ``AsyncOptions()``).
+        async_options: queued (async) requests' tunables (default ``QueuedOptions()``).
     """
     async with AsyncExitStack() as stack:
         Path(config.data_dir).mkdir(parents=True, exist_ok=True)
@@ -165,7 +174,7 @@ async def open_service(
         if isinstance(opened, SelfMonitored):  # an engine store: queue, sent, failed, retries
             service.metrics.watch_remote_write(opened.remote_write_stats)
         if gateway:
-            service.gateway = await stack.enter_async_context(
+            service.gateway, service.queued = await stack.enter_async_context(
                 running_gateway(registry, clock, gateway_options, async_options)
             )
         client = await stack.enter_async_context(httpx.AsyncClient())

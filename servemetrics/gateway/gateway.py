@@ -14,7 +14,7 @@ import logging
 import math
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from urllib.parse import quote
 
@@ -23,10 +23,11 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from servemetrics.gateway.backpressure import Full, Gate
+from servemetrics.gateway.errors import error_response as error
 from servemetrics.gateway.health import Health
-from servemetrics.gateway.metrics import DeploymentGauges, GatewayMetrics
-from servemetrics.gateway.proxy import Refused, Relay, Upstream, UpstreamError, error, request_headers
-from servemetrics.gateway.state import DeploymentView, RegistryView, Replica
+from servemetrics.gateway.metrics import DeploymentGauges, DeploymentLabels, GatewayMetrics
+from servemetrics.gateway.proxy import Refused, Relay, Upstream, UpstreamError, request_headers
+from servemetrics.gateway.state import DeploymentView, RegistryView, Replica, choose_deployment
 from servemetrics.registry import AutoscalingSettings, DeploymentInfo, ModelInfo, Registry
 
 log = logging.getLogger(__name__)
@@ -56,20 +57,64 @@ def desired_replicas(concurrency: int, a: AutoscalingSettings) -> int:
     return max(a.min_replica, min(a.max_replica, wanted))
 
 
+class _Attempt:
+    """One synchronous request from its arrival to its last byte: what it is metered with and what it
+    holds. ``gate`` is the deployment's gate once the request is admitted (one slot), ``replica`` the
+    (deployment, replica) key while a replica has it (one outstanding request). ``answer`` (a gateway
+    answer: 429, 502, 503) and ``done`` (a relay ended) give back what it holds and meter it once."""
+
+    __slots__ = ("_gateway", "labels", "body", "arrived", "gate", "replica")
+
+    def __init__(self, gateway: Gateway, labels: DeploymentLabels, body: bytes, arrived: float) -> None:
+        self._gateway = gateway
+        self.labels = labels
+        self.body = body
+        self.arrived = arrived  # time.perf_counter() at arrival
+        self.gate: Gate | None = None
+        self.replica: tuple[str, str] | None = None
+
+    def answer(self, resp: Response) -> Response:
+        """Free the slot (if admitted) and meter ``resp`` (first byte = last byte = now); returns it."""
+        if self.gate is not None:
+            self.gate.leave()
+        elapsed = time.perf_counter() - self.arrived
+        self._gateway.metrics.observe(
+            self.labels, resp.status_code, ttfb_s=elapsed, end_to_end_s=elapsed,
+            request_bytes=len(self.body), response_bytes=len(resp.body),
+        )  # fmt: skip
+        return resp
+
+    def done(self, relay: Relay) -> None:
+        """The relay ended (finished, client gone, replica error): give the replica and the slot back
+        and meter the answer with the relay's timings."""
+        assert self.gate is not None and self.replica is not None
+        self._gateway.release(self.replica)
+        self.gate.leave(relay.end_to_end_s)
+        assert relay.first_byte_s is not None and relay.end_to_end_s is not None
+        self._gateway.metrics.observe(
+            self.labels, relay.status_code, ttfb_s=relay.first_byte_s, end_to_end_s=relay.end_to_end_s,
+            request_bytes=len(self.body), response_bytes=relay.sent_bytes,
+        )  # fmt: skip
+
+
 class Gateway:
-    """The gateway of one service process (start it inside the event loop, stop it at shutdown)."""
+    """The gateway of one service process (start it inside the event loop, stop it at shutdown).
+
+    Besides the synchronous paths it offers what queued (async) requests need to share the
+    deployments' capacity: ``gate``, ``settings``, ``pick``, ``outstanding`` and ``excluded``.
+    """
 
     def __init__(self, registry: Registry, clock_ms: Callable[[], int], options: GatewayOptions) -> None:
         self.options = options
         self.view = RegistryView(registry, clock_ms, options.state_ttl_s)
         self.metrics = GatewayMetrics(self.gauges)
         self._upstream = Upstream(options.connect_timeout_s, options.upstream_timeout_s)
-        self._client = httpx.AsyncClient(
-            timeout=httpx.Timeout(options.upstream_timeout_s, connect=options.connect_timeout_s),
+        self._health_client = httpx.AsyncClient(
+            timeout=options.health_timeout_s,
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=512),
         )
         self.health = Health(
-            self._client,
+            self._health_client,
             registry,
             self._health_changed,
             options.health_interval_s,
@@ -79,25 +124,26 @@ class Gateway:
         self._gates: dict[str, Gate] = {}
         self._settings: dict[str, DeploymentInfo] = {}
         self._outstanding: dict[tuple[str, str], int] = {}
+        self.excluded: dict[str, int] = {}
+        """Deployment id -> slots held by requests ``baseten_concurrent_requests`` leaves out (queued
+        requests' executions; their owner counts them here)."""
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Read the registry once and start the refresh loop (and the health loops)."""
+        self.view.watch()
         await self._refresh()
         self._task = asyncio.create_task(self._refresh_loop())
 
     async def stop(self) -> None:
-        """Stop the loops and close the HTTP client."""
+        """Stop the loops and close the HTTP clients."""
+        self.view.unwatch()
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         await self.health.stop()
-        await self._client.aclose()
+        await self._health_client.aclose()
         await self._upstream.aclose()
-
-    def invalidate(self) -> None:
-        """Forget the cached registry state (after a management change)."""
-        self.view.invalidate()
 
     async def _refresh(self) -> None:
         views = await self.view.refresh_deployments()
@@ -107,7 +153,7 @@ class Gateway:
         self._health_changed(invalidate=False)
 
     def _read_settings(self, views: dict[str, DeploymentView]) -> dict[str, DeploymentInfo]:
-        found = {d: self.view.registry.deployment(v.labels[0], d) for d, v in views.items()}
+        found = {d: self.view.registry.deployment(v.labels.model_id, d) for d, v in views.items()}
         return {d: info for d, info in found.items() if info is not None}
 
     async def _refresh_loop(self) -> None:
@@ -135,15 +181,21 @@ class Gateway:
         target = info.autoscaling.concurrency_target if info else 1
         return target * len(self._active(dep_id))
 
-    def _gate(self, dep_id: str) -> Gate:
+    def gate(self, dep_id: str) -> Gate:
+        """The deployment's admission gate (made at its first use, with the current capacity)."""
         gate = self._gates.get(dep_id)
         if gate is None:
             o = self.options
             gate = self._gates[dep_id] = Gate(self._capacity(dep_id), o.queue_limit, o.queue_timeout_s)
         return gate
 
+    def settings(self, dep_id: str) -> DeploymentInfo | None:
+        """The deployment's settings as last read from the registry (None: not read yet)."""
+        return self._settings.get(dep_id)
+
     def gauges(self) -> list[DeploymentGauges]:
-        """Per deployment with serving replicas: concurrency, replicas active / starting / desired."""
+        """Per deployment with serving replicas: concurrency (in flight + queued, less ``excluded``),
+        replicas active / starting / desired (desired counts ``excluded`` too)."""
         out = []
         for dep_id, view in sorted(self.view.deployments.items()):
             gate = self._gates.get(dep_id)
@@ -151,12 +203,15 @@ class Gateway:
             active = len(self._active(dep_id))
             info = self._settings.get(dep_id)
             desired = desired_replicas(concurrent, info.autoscaling) if info else active
+            concurrent -= self.excluded.get(dep_id, 0)
             out.append(
                 DeploymentGauges(view.labels, concurrent, active, len(view.replicas) - active, desired)
             )
         return out
 
-    async def to_environment(self, request: Request, model: ModelInfo, env_name: str, path: str) -> Response:
+    async def to_environment(
+        self, request: Request, model: ModelInfo, env_name: str, path: str
+    ) -> Response | Relay:
         """Forward to a deployment serving ``env_name`` now (weighted by a rolling promotion)."""
         arrived = time.perf_counter()
         serving = await self.view.serving(model.id, env_name)
@@ -165,12 +220,12 @@ class Gateway:
         weights = serving.weights(self.view.clock_ms())
         if not weights:
             return error(503, f"environment {env_name!r} serves no deployment (inactive, or never promoted)")
-        dep_id = _choose(weights)
+        dep_id = choose_deployment(weights)
         return await self._forward(request, model, dep_id, path, arrived, env_name)
 
     async def to_deployment(
         self, request: Request, model: ModelInfo, deployment_id: str, path: str
-    ) -> Response:
+    ) -> Response | Relay:
         """Forward to deployment ``deployment_id`` (``production`` / ``development``: that environment's)."""
         arrived = time.perf_counter()
         info = await self.view.deployment(model.id, deployment_id)
@@ -180,103 +235,78 @@ class Gateway:
 
     async def _forward(
         self, request: Request, model: ModelInfo, dep_id: str, path: str, arrived: float, env: str
-    ) -> Response:
+    ) -> Response | Relay:
         info = await self.view.deployment(model.id, dep_id)
         if info is not None:
             self._settings[dep_id] = info
         view = self.view.deployments.get(dep_id)
-        labels = view.labels if view else (model.id, model.name, dep_id, env, "")
+        labels = view.labels if view else DeploymentLabels(model.id, model.name, dep_id, env, "")
         self.metrics.count_incoming(labels)
-        body = await request.body()
-
-        def answer(resp: Response) -> Response:
-            elapsed = time.perf_counter() - arrived
-            size = len(resp.body)
-            self.metrics.observe(
-                labels, resp.status_code, ttfb_s=elapsed, end_to_end_s=elapsed, request_bytes=len(body),
-                response_bytes=size,
-            )  # fmt: skip
-            return resp
-
+        attempt = _Attempt(self, labels, await request.body(), arrived)
         if info is None or info.status == "INACTIVE" or view is None or not view.replicas:
             why = "is inactive" if info and info.status == "INACTIVE" else "has no serving replica"
-            return answer(error(503, f"deployment {dep_id!r} {why}", 1))
-        gate = self._gate(dep_id)
+            return attempt.answer(error(503, f"deployment {dep_id!r} {why}", 1))
+        gate = self.gate(dep_id)
         try:
             await gate.enter(info.request_backpressure_policy)
         except Full as exc:
-            return answer(error(429, f"{exc}; retry after {exc.retry_after_s} s", exc.retry_after_s))
-        return await self._send(request, body, labels, dep_id, path, arrived, gate, answer)
+            return attempt.answer(error(429, f"{exc}; retry after {exc.retry_after_s} s", exc.retry_after_s))
+        attempt.gate = gate
+        return await self._send(request, attempt, dep_id, path)
 
-    async def _send(
-        self,
-        request: Request,
-        body: bytes,
-        labels: tuple[str, ...],
-        dep_id: str,
-        path: str,
-        arrived: float,
-        gate: Gate,
-        answer: Callable[[Response], Response],
-    ) -> Response:
+    async def _send(self, request: Request, attempt: _Attempt, dep_id: str, path: str) -> Response | Relay:
+        """Send to the least busy active replica (one refusing the connection: the next) and relay its
+        answer; the replica is outstanding until the relay's ``done`` (or until this fails)."""
+        query = request.url.query
+        target = "/" + quote(path, safe=PATH_SAFE)
         tried: set[str] = set()
-        while True:
-            replica = self._pick(dep_id, tried)
-            if replica is None:
-                gate.leave()
-                return answer(error(503, f"deployment {dep_id!r} has no active replica", 1))
+        while (replica := self.pick(dep_id, tried)) is not None:
             key = (dep_id, replica.name)
             self._outstanding[key] = self._outstanding.get(key, 0) + 1
-            query = request.url.query
-            target = "/" + quote(path, safe=PATH_SAFE)
+            relay: Relay | None = None
             try:
                 upstream = await self._upstream.send(
                     request.method,
                     replica.base_url,
                     f"{target}?{query}" if query else target,
                     request_headers(request.headers.raw),
-                    body,
+                    attempt.body,
                 )
+                attempt.replica = key
+                extra = [
+                    (b"x-servemetrics-deployment-id", dep_id.encode()),
+                    (b"x-servemetrics-replica", key[1].encode()),
+                ]
+                relay = Relay(upstream, attempt.arrived, attempt.done, extra)
+                return relay
             except Refused:
-                self._outstanding[key] -= 1
                 tried.add(replica.name)
-                continue
             except UpstreamError as exc:
-                self._outstanding[key] -= 1
-                gate.leave()
-                return answer(error(502, f"replica {replica.name!r} of {dep_id!r} failed: {exc}"))
-            break
+                return attempt.answer(error(502, f"replica {replica.name!r} of {dep_id!r} failed: {exc}"))
+            finally:
+                if relay is None:  # else the relay's done() gives the replica back
+                    self.release(key)
+        return attempt.answer(error(503, f"deployment {dep_id!r} has no active replica", 1))
 
-        def done(relay: Relay) -> None:
-            self._outstanding[key] -= 1
-            gate.leave(relay.end_to_end_s)
-            assert relay.first_byte_s is not None and relay.end_to_end_s is not None
-            self.metrics.observe(
-                labels, relay.status_code, ttfb_s=relay.first_byte_s, end_to_end_s=relay.end_to_end_s,
-                request_bytes=len(body), response_bytes=relay.sent_bytes,
-            )  # fmt: skip
-
-        extra = [
-            (b"x-servemetrics-deployment-id", dep_id.encode()),
-            (b"x-servemetrics-replica", key[1].encode()),
-        ]
-        return Relay(upstream, arrived, done, extra)
-
-    def _pick(self, dep_id: str, tried: set[str]) -> Replica | None:
-        """The active replica with the fewest outstanding requests (ties at random)."""
+    def pick(self, dep_id: str, tried: set[str]) -> Replica | None:
+        """The active replica with the fewest outstanding requests (ties at random), not in ``tried``
+        (replica names); None when there is none."""
         candidates = [r for r in self._active(dep_id) if r.name not in tried]
         if not candidates:
             return None
         return min(candidates, key=lambda r: (self._outstanding.get((dep_id, r.name), 0), random.random()))
 
+    def release(self, key: tuple[str, str]) -> None:
+        """One request less outstanding on replica ``key`` (deployment id, replica name)."""
+        self._outstanding[key] -= 1
 
-def _choose(weights: list[tuple[str, float]]) -> str:
-    """A deployment id drawn with the given shares."""
-    if len(weights) == 1:
-        return weights[0][0]
-    x = random.random()
-    for dep_id, share in weights:
-        if x < share:
-            return dep_id
-        x -= share
-    return next(d for d, s in reversed(weights) if s > 0)
+    @contextlib.contextmanager
+    def outstanding(self, replica: Replica) -> Iterator[None]:
+        """Count one request outstanding on ``replica`` while the block runs (``pick`` prefers the
+        replicas with the fewest)."""
+        key = (replica.deployment_id, replica.name)
+        self._outstanding[key] = self._outstanding.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            self.release(key)

@@ -12,12 +12,14 @@ registry's serving set, so its loop stops at the next refresh.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Mapping
 
 import httpx
 
 from servemetrics.gateway.state import DeploymentView, Replica
+from servemetrics.keyed_loops import KeyedLoops
 from servemetrics.registry import Registry, RegistryError
 from servemetrics.types import redact_url
 
@@ -54,7 +56,7 @@ class Health:
         self.timeout_s = timeout_s
         self.failures = failures
         self.active: set[ReplicaKey] = set()
-        self._tasks: dict[tuple[str, str, str], asyncio.Task[None]] = {}
+        self._loops: KeyedLoops[tuple[str, str, str]] = KeyedLoops()
 
     def is_active(self, replica: Replica) -> bool:
         """True while the replica passes its checks (routable)."""
@@ -62,20 +64,17 @@ class Health:
 
     def sync(self, views: Mapping[str, DeploymentView]) -> None:
         """Start loops for new replicas, stop those of replicas no longer serving."""
-        wanted = {(r.deployment_id, r.name, r.base_url): r for v in views.values() for r in v.replicas}
-        for gone in set(self._tasks) - set(wanted):
-            self._tasks.pop(gone).cancel()
+        wanted = {
+            (r.deployment_id, r.name, r.base_url): functools.partial(self._loop, r)
+            for v in views.values()
+            for r in v.replicas
+        }
+        for gone in self._loops.sync(wanted):
             self.active.discard(gone[:2])
-        for key in set(wanted) - set(self._tasks):
-            self._tasks[key] = asyncio.get_running_loop().create_task(self._loop(wanted[key]))
 
     async def stop(self) -> None:
         """Cancel every loop."""
-        tasks = list(self._tasks.values())
-        self._tasks.clear()
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._loops.stop()
 
     async def check(self, replica: Replica) -> str | None:
         """One check: None when healthy, else what went wrong (the URL's password shown as ``***``: the

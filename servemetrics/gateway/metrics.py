@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -21,6 +21,17 @@ from prometheus_client.registry import Collector
 from servemetrics.labels import DEPLOYMENT_LABELS
 
 REQ_LABELS = (*DEPLOYMENT_LABELS, "status_code", "is_async")
+
+
+class DeploymentLabels(NamedTuple):
+    """The DEP label values of a deployment's series, in the order of ``labels.DEPLOYMENT_LABELS``."""
+
+    model_id: str
+    model_name: str
+    deployment_id: str
+    environment: str
+    rollout_phase: str
+
 
 LATENCY_BUCKETS_S: tuple[float, ...] = (
     0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.35, 0.5, 0.75,
@@ -36,7 +47,7 @@ SIZE_BUCKETS_BYTES: tuple[float, ...] = tuple(float(4**i) for i in range(4, 14))
 class DeploymentGauges:
     """One deployment's gauge values at scrape time (counts)."""
 
-    labels: tuple[str, str, str, str, str]
+    labels: DeploymentLabels
     concurrent: int
     active: int
     starting: int

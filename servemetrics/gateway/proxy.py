@@ -5,8 +5,8 @@ request written in one go, the answer parsed by ``httptools`` (llhttp, as in uvi
 It replaces ``httpx`` on the request path, whose connection pool cost about 1 ms of CPU a request and
 grew with the number of pooled connections (docs/gateway.md, Performance).
 
-``Relay`` is a ``StreamingResponse`` over the replica's raw body chunks (chunked or
-``text/event-stream`` alike): each chunk is sent as it arrives. Time to first byte is taken when the
+``Relay`` is an ASGI app that streams the replica's raw body chunks (chunked or ``text/event-stream``
+alike) to the client: each chunk is sent as it arrives. Time to first byte is taken when the
 first body chunk has been handed to the server, end-to-end when the last has; both in seconds from
 the request's arrival. ``done`` runs exactly once, however the response ends (finished, client gone,
 replica error).
@@ -20,7 +20,6 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from urllib.parse import urlsplit
 
 import httptools
-from starlette.responses import JSONResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 HOP_BY_HOP = frozenset(
@@ -50,20 +49,11 @@ def response_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, by
     return [(k, v) for k, v in raw if k.decode("latin-1").lower() not in HOP_BY_HOP]
 
 
-def error(status: int, message: str, retry_after_s: int | None = None) -> JSONResponse:
-    """``{"error": message}`` (plus ``retry_after`` and a ``Retry-After`` header when given)."""
-    if retry_after_s is None:
-        return JSONResponse({"error": message}, status_code=status)
-    return JSONResponse(
-        {"error": message, "retry_after": retry_after_s},
-        status_code=status,
-        headers={"Retry-After": str(retry_after_s)},
-    )
+class Relay:
+    """An ASGI app (a response) that streams ``upstream``'s answer to the client, then calls
+    ``done(relay)`` once.
 
-
-class Relay(StreamingResponse):
-    """Stream ``upstream``'s body to the client; then call ``done(relay)`` once.
-
+    ``status_code`` and ``raw_headers`` are the replica's (hop-by-hop dropped, ``extra_headers`` added).
     Attributes set while streaming: ``first_byte_s`` and ``end_to_end_s`` (seconds since
     ``arrived``, a ``time.perf_counter()`` reading) and ``sent_bytes``.
     """
@@ -75,7 +65,7 @@ class Relay(StreamingResponse):
         done: Callable[[Relay], None],
         extra_headers: Iterable[tuple[bytes, bytes]] = (),
     ) -> None:
-        super().__init__(self._chunks(), status_code=upstream.status_code)
+        self.status_code = upstream.status_code
         self.raw_headers = [*response_headers(upstream.headers), *extra_headers]
         self.upstream = upstream
         self.arrived = arrived
@@ -95,8 +85,9 @@ class Relay(StreamingResponse):
         self.end_to_end_s = time.perf_counter() - self.arrived
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Stream the body; stop at once when the client disconnects (as ``StreamingResponse`` does,
-        with one plain task watching ``receive`` instead of a task group per response)."""
+        """Stream the body; stop at once when the client disconnects (as starlette's
+        ``StreamingResponse`` does, with one plain task watching ``receive`` instead of a task group
+        per response)."""
         task = asyncio.current_task()
         assert task is not None
         gone = False
@@ -234,6 +225,35 @@ class UpstreamResponse:
                 f"malformed answer from the replica ({exc}); it began {self._received!r}"
             ) from exc
 
+    async def start(self, payload: bytes) -> bool:
+        """Write the request (``payload``: its bytes) and read the answer's status line and headers.
+
+        Returns:
+            False when the connection was a kept-alive one the replica had closed and nothing came
+            back (the request never reached it: send it again on another connection; this one is
+            closed), else True.
+
+        Raises:
+            UpstreamError: no answer within the read timeout, a failure before the head, or a bad head.
+        """
+        conn = self._conn
+        try:
+            conn.writer.write(payload)
+            async with asyncio.timeout(self._timeout):
+                await self._read_head()
+        except TimeoutError as exc:  # before OSError, its base class
+            conn.close()
+            raise UpstreamError(f"no answer for {self._timeout:g} s") from exc
+        except OSError as exc:
+            conn.close()
+            if conn.reused and not self._received:
+                return False
+            raise UpstreamError(f"the replica failed before answering: {exc!r}") from exc
+        except UpstreamError:
+            conn.close()
+            raise
+        return True
+
     async def _read_head(self) -> None:
         reader, got = self._conn.reader, 0
         while not self._head_done:
@@ -352,19 +372,6 @@ class Upstream:
         while True:
             conn = await self._connect(base_url)
             response = UpstreamResponse(self, base_url, conn, method == "HEAD", self.read_timeout_s)
-            try:
-                conn.writer.write(payload)
-                async with asyncio.timeout(self.read_timeout_s):
-                    await response._read_head()
-            except TimeoutError as exc:  # before OSError, its base class
-                conn.close()
-                raise UpstreamError(f"no answer for {self.read_timeout_s:g} s") from exc
-            except OSError as exc:
-                conn.close()
-                if conn.reused and not response._received:
-                    continue  # a kept-alive connection the replica had closed: nothing was read, retry
-                raise UpstreamError(f"the replica failed before answering: {exc!r}") from exc
-            except UpstreamError:
-                conn.close()
-                raise
-            return response
+            if await response.start(payload):
+                return response
+            # a kept-alive connection the replica had closed: nothing was read, send again

@@ -7,19 +7,25 @@
   instant promotion scheduled for a later instant switches at that instant) and the running
   promotion's percent; per deployment: its settings; per key: who it is. Read on demand, cached.
 
-``invalidate()`` drops every cached answer (the app calls it after each management change).
+Every cached answer is dropped when the registry's ``version`` (which grows after each write) is not the
+one it was read at, so a write through this process (a promotion, a terminated replica, new settings)
+is seen by the next request; ``watch()`` also wakes the background refresh at once (``changed``).
+``invalidate()`` drops every cached answer too (the gateway calls it when a replica's health changes).
 """
 
 from __future__ import annotations
 
 import asyncio
 import bisect
+import contextlib
+import random
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from servemetrics.gateway.metrics import DeploymentLabels
 from servemetrics.registry import DeploymentInfo, KeyInfo, ModelInfo, Registry, TargetInfo
 from servemetrics.registry.keys import digest
 
@@ -43,7 +49,7 @@ class Replica:
 class DeploymentView:
     """A deployment's serving replicas and the DEP labels of its series."""
 
-    labels: tuple[str, str, str, str, str]
+    labels: DeploymentLabels
     replicas: tuple[Replica, ...]
 
 
@@ -82,7 +88,7 @@ def deployment_views(targets: list[TargetInfo]) -> dict[str, DeploymentView]:
         if t.kind != "replica" or (t.deployment_id, t.replica) in seen:
             continue
         seen.add((t.deployment_id, t.replica))
-        labels = (t.model_id, t.model_name, t.deployment_id, t.environment, t.rollout_phase)
+        labels = DeploymentLabels(t.model_id, t.model_name, t.deployment_id, t.environment, t.rollout_phase)
         replica = Replica(t.model_id, t.deployment_id, t.replica, base_url(t.url), t.replica_status)
         view = out.get(t.deployment_id)
         out[t.deployment_id] = DeploymentView(labels, (view.replicas if view else ()) + (replica,))
@@ -98,12 +104,34 @@ class RegistryView:
         self.ttl_s = ttl_s
         self.deployments: dict[str, DeploymentView] = {}
         self._cache: dict[tuple[Any, ...], tuple[float, Any]] = {}
+        self._version = registry.version
+        self._listener: Callable[[], None] | None = None
         self.changed = asyncio.Event()
+        """Set when the registry changed (or ``invalidate()``): the gateway's refresh loop waits on it."""
 
     def invalidate(self) -> None:
         """Forget every cached answer; the background refresh runs at once."""
         self._cache.clear()
         self.changed.set()
+
+    def watch(self) -> None:
+        """Set ``changed`` after each write to the registry, from whichever thread wrote (call it inside
+        the event loop; ``unwatch()`` stops it)."""
+        loop = asyncio.get_running_loop()
+
+        def wake() -> None:
+            with contextlib.suppress(RuntimeError):  # the event loop is closed: nobody waits any more
+                loop.call_soon_threadsafe(self.changed.set)
+
+        self._listener = wake
+        self.registry.listeners.append(wake)
+
+    def unwatch(self) -> None:
+        """Stop setting ``changed`` on registry writes."""
+        if self._listener is not None:
+            with contextlib.suppress(ValueError):
+                self.registry.listeners.remove(self._listener)
+            self._listener = None
 
     async def refresh_deployments(self) -> dict[str, DeploymentView]:
         """Re-read the serving replicas of every deployment."""
@@ -111,13 +139,18 @@ class RegistryView:
         return self.deployments
 
     async def _cached(self, key: tuple[Any, ...], load: Callable[[], Awaitable[T]]) -> T:
+        version = self.registry.version
+        if version != self._version:  # the registry changed since the cached answers were read
+            self._version = version
+            self._cache.clear()
         hit = self._cache.get(key)
         now = time.monotonic()
         if hit is not None and hit[0] > now:
             value: T = hit[1]
             return value
         value = await load()
-        self._cache[key] = (now + self.ttl_s, value)
+        if self.registry.version == version:  # else it may predate the change: not kept
+            self._cache[key] = (now + self.ttl_s, value)
         return value
 
     async def key(self, raw_key: str) -> KeyInfo | None:
@@ -170,3 +203,16 @@ class RegistryView:
             running.previous_deployment_id,
             running.percent_traffic_to_new_version,
         )
+
+
+def choose_deployment(weights: list[tuple[str, float]]) -> str:
+    """A deployment id drawn with the given shares (``Serving.weights``: shares 0-1 summing to 1; not
+    empty)."""
+    if len(weights) == 1:
+        return weights[0][0]
+    x = random.random()
+    for dep_id, share in weights:
+        if x < share:
+            return dep_id
+        x -= share
+    return next(d for d, s in reversed(weights) if s > 0)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import hashlib
 import logging
 import time
@@ -31,6 +32,7 @@ import httpx
 from servemetrics.ingest.adapters import adapt
 from servemetrics.ingest.exposition import ExpositionError, ParseResult, parse_exposition
 from servemetrics.ingest.kubelet_summary import SummaryError, is_summary, parse_summary
+from servemetrics.keyed_loops import KeyedLoops
 from servemetrics.labels import PHASE_LABELS, UP
 from servemetrics.samples import MAX_FUTURE_MS, Sample, SampleBatch
 from servemetrics.selfmetrics import SelfMetrics
@@ -50,9 +52,9 @@ class Target:
     url: str
     labels: tuple[tuple[str, str], ...]
 
-    @property
+    @functools.cached_property
     def label_dict(self) -> dict[str, str]:
-        """The labels as a dict."""
+        """The labels as a dict (made once, at the first use; do not change it)."""
         return dict(self.labels)
 
 
@@ -117,8 +119,7 @@ class Scraper:
         self.interval_s = interval_s
         self.timeout_s = min(timeout_s, interval_s)
         self._metrics = metrics
-        self._tasks: dict[Target, asyncio.Task[None]] = {}
-        self.last: dict[str, ScrapeResult] = {}
+        self._loops: KeyedLoops[Target] = KeyedLoops()
         self._seen: dict[str, tuple[int, set[SeriesKey]]] = {}
 
     async def scrape_once(self, target: Target, now_ms: int | None = None) -> ScrapeResult:
@@ -138,7 +139,6 @@ class Scraper:
             )
         result.stored = await anyio.to_thread.run_sync(self._append, batch)
         self._observe(target, result, time.perf_counter() - started)
-        self.last[target.url] = result
         return result
 
     async def _fetch_and_parse(self, target: Target, ts: int) -> ScrapeResult:
@@ -194,21 +194,13 @@ class Scraper:
 
     def set_targets(self, targets: Sequence[Target]) -> None:
         """Start loops for new targets and stop loops of removed ones (call inside the event loop)."""
-        wanted = set(targets)
-        for gone in set(self._tasks) - wanted:
-            self._tasks.pop(gone).cancel()
-            if self._metrics is not None:
-                with contextlib.suppress(KeyError):
-                    self._metrics.target_up.remove(*_target_key(gone))
-        for new in wanted - set(self._tasks):
-            self._tasks[new] = asyncio.get_running_loop().create_task(self._loop(new))
+        gone = self._loops.sync({t: functools.partial(self._loop, t) for t in targets})
         if self._metrics is not None:
-            self._metrics.targets.set(len(self._tasks))
+            for target in gone:
+                with contextlib.suppress(KeyError):
+                    self._metrics.target_up.remove(*_target_key(target))
+            self._metrics.targets.set(len(self._loops))
 
     async def stop(self) -> None:
         """Cancel every scrape loop and wait for them to end."""
-        tasks = list(self._tasks.values())
-        self._tasks.clear()
-        for t in tasks:
-            t.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        await self._loops.stop()

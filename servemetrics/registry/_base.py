@@ -1,8 +1,10 @@
-"""Shared plumbing of the registry mixins: the engine, the clock, the key pepper, event recording."""
+"""Shared plumbing of the registry mixins: the engine, the clock, the key pepper, event recording, and the
+change counter (``version``) that caches of registry reads compare."""
 
 from __future__ import annotations
 
 import copy
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Self
@@ -34,11 +36,21 @@ class _OneConnection:
 
 
 class RegistryBase:
-    """Holds the engine; applies pending migrations on construction."""
+    """Holds the engine; applies pending migrations on construction.
+
+    ``version`` grows by one after each committed write of this object (every write method opens its
+    transaction with ``_write()``; a ``transaction()`` block counts once, when it commits). A cache of
+    registry reads keeps the version it read at and drops its answers when the version differs; the
+    callables in ``listeners`` are called (in the writing thread, after the count) to wake such a cache.
+    Writes by another process, or straight to the engine, are not counted.
+    """
 
     def __init__(self, engine: Engine, clock: Callable[[], int] = wall_clock_ms) -> None:
         self.engine = engine
         self._clock = clock
+        self.version = 0
+        self.listeners: list[Callable[[], None]] = []
+        self._version_lock = threading.Lock()
         migrate(engine, clock())
         with engine.connect() as conn:
             row = conn.execute(
@@ -57,6 +69,21 @@ class RegistryBase:
             view = copy.copy(self)
             view.engine = _OneConnection(conn)  # type: ignore[assignment]
             yield view
+        self._changed()
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        """``engine.begin()`` for a write: once it has committed, ``version`` grows."""
+        with self.engine.begin() as conn:
+            yield conn
+        if not isinstance(self.engine, _OneConnection):  # in transaction(): counted at its commit
+            self._changed()
+
+    def _changed(self) -> None:
+        with self._version_lock:
+            self.version += 1
+        for listener in list(self.listeners):
+            listener()
 
     def close(self) -> None:
         """Release the engine's connections."""

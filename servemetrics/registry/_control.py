@@ -26,7 +26,7 @@ class ControlMixin(EnvironmentsMixin):
         self, model_id: str, env_name: str, action: str, percent: int | None, at_ms: int | None
     ) -> PromotionInfo:
         at = self._at(at_ms)
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             env = self._must_env(conn, model_id, env_name)
             running = self._env_info(conn, env).in_progress_promotion
             if running is None:

@@ -103,7 +103,7 @@ class DeploymentsMixin(RegistryBase):
             )
         at = self._at(at_ms)
         itype = instance_type or instance_type_name(gpu_type, gpu_count)
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             self._model_exists(conn, model_id)
             if conn.execute(select(t.deployments.c.id).where(t.deployments.c.id == deployment_id)).first():
                 raise Conflict(f"deployment {deployment_id!r} already exists")
@@ -173,7 +173,7 @@ class DeploymentsMixin(RegistryBase):
     def _set_status(
         self, model_id: str, deployment_id: str, status: str, kind: str, at_ms: int | None
     ) -> bool:
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             before = self._must_deployment(model_id, deployment_id, conn)
             if before.status == status:
                 return False
@@ -200,7 +200,7 @@ class DeploymentsMixin(RegistryBase):
         Raises InvalidValue for an unknown field, a value out of range or ``min_replica > max_replica``.
         """
         values = check_autoscaling(changes)
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             old = self._must_deployment(model_id, deployment_id, conn).autoscaling.as_dict()
             new = {**old, **values}
             if new["min_replica"] > new["max_replica"]:
@@ -235,7 +235,7 @@ class DeploymentsMixin(RegistryBase):
             "gpu_type": gpu_type,
             "gpu_count": gpu_count,
         }
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             d = self._must_deployment(model_id, deployment_id, conn)
             old = {
                 "instance_type_name": d.instance_type_name,
@@ -257,7 +257,7 @@ class DeploymentsMixin(RegistryBase):
 
     def rename_deployment(self, model_id: str, deployment_id: str, name: str) -> None:
         """Change a deployment's display name (no event)."""
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             self._must_deployment(model_id, deployment_id, conn)
             conn.execute(update(t.deployments).where(t.deployments.c.id == deployment_id).values(name=name))
 
@@ -265,7 +265,7 @@ class DeploymentsMixin(RegistryBase):
         """Set ``request_backpressure_settings.policy`` (QUEUE_ON_FULL, REJECT_ON_FULL or None)."""
         if policy is not None and policy not in t.BACKPRESSURE_POLICIES:
             raise InvalidValue(f"unknown policy {policy!r}; use {', '.join(t.BACKPRESSURE_POLICIES)} or null")
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             self._must_deployment(model_id, deployment_id, conn)
             conn.execute(
                 update(t.deployments)
@@ -292,7 +292,7 @@ class DeploymentsMixin(RegistryBase):
         """Replica ``replica_id`` of the deployment, created with ``status`` if missing."""
         if status not in t.REPLICA_STATUSES:
             raise InvalidValue(f"unknown replica status {status!r}; use {', '.join(t.REPLICA_STATUSES)}")
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             self._must_deployment(model_id, deployment_id, conn)
             row = self._replica_row(conn, deployment_id, replica_id)
             if row is None:
@@ -324,7 +324,7 @@ class DeploymentsMixin(RegistryBase):
     ) -> ReplicaInfo:
         """Mark the replica TERMINATED and record REPLICA_TERMINATED. NotFound if it does not exist."""
         at = self._at(at_ms)
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             self._must_deployment(model_id, deployment_id, conn)
             row = self._replica_row(conn, deployment_id, replica_id)
             if row is None:
@@ -365,7 +365,7 @@ class DeploymentsMixin(RegistryBase):
             raise InvalidValue(f"unknown replica status {status!r}; use {', '.join(t.REPLICA_STATUSES)}")
         at = self._at(at_ms)
         ended = status in ("FAILED", "TERMINATED")
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             self._must_deployment(model_id, deployment_id, conn)
             row = self._replica_row(conn, deployment_id, replica_id)
             if row is None:
@@ -398,7 +398,7 @@ class DeploymentsMixin(RegistryBase):
     ) -> None:
         """Attach scrape target ``url`` to the replica (created ACTIVE if missing); updates kind, labels."""
         self.ensure_replica(model_id, deployment_id, replica_id)
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             replica = self._replica_row(conn, deployment_id, replica_id)
             assert replica is not None
             tg = t.targets

@@ -221,7 +221,7 @@ class EnvironmentsMixin(RegistryBase):
         settings = merge_promotion_settings(DEFAULT_PROMOTION_SETTINGS, promotion_settings)
         autoscaling_settings = merge_autoscaling_settings(None, autoscaling_settings)
         at = self._at(at_ms)
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             self._model_exists(conn, model_id)
             if self._env_row(conn, model_id, name) is not None:
                 raise Conflict(f"model {model_id!r} already has an environment {name!r}")
@@ -250,7 +250,7 @@ class EnvironmentsMixin(RegistryBase):
         at_ms: int | None = None,
     ) -> EnvironmentInfo:
         """Change settings; record ENVIRONMENT_UPDATED ``{action: updated, old, new}`` on a change."""
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             row = self._must_env(conn, model_id, name)
             old = {
                 "promotion_settings": row.promotion_settings,
@@ -270,7 +270,7 @@ class EnvironmentsMixin(RegistryBase):
 
     def _set_env_active(self, model_id: str, name: str, active: bool, at_ms: int | None) -> bool:
         at = self._at(at_ms)
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             row = self._must_env(conn, model_id, name)
             if row.active == active:
                 return False
@@ -317,7 +317,7 @@ class EnvironmentsMixin(RegistryBase):
         """
         self._check_requested_share(percent, rolling)
         at = self._at(at_ms)
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             env = self._must_env(conn, model_id, env_name)
             if self._deployment_of(conn, model_id, deployment_id) is None:
                 raise NotFound(f"model {model_id!r} has no deployment {deployment_id!r}")

@@ -29,7 +29,7 @@ class TenancyMixin(RegistryBase):
 
     def ensure_organization(self, name: str, at_ms: int | None = None) -> int:
         """The id of organization ``name``, creating it if missing."""
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             found = self.organization_id(name, conn)
             if found is not None:
                 return found
@@ -107,7 +107,7 @@ class TenancyMixin(RegistryBase):
             name=name,
             source=source,
         )
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             org_id = self._org(conn, organization)
             where = t.api_keys.c.key_hash == key_hash
             if conn.execute(select(t.api_keys.c.id).where(where)).first():
@@ -132,7 +132,7 @@ class TenancyMixin(RegistryBase):
     def prune_config_keys(self, organization: str, keep_digests: Iterable[str]) -> int:
         """Delete keys of ``organization`` that came from a config file and are not in ``keep_digests``."""
         keep = {k.hash_digest(self._pepper, d) for d in keep_digests}
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             org_id = self._org(conn, organization)
             rows = conn.execute(
                 select(t.api_keys.c.id, t.api_keys.c.key_hash).where(
@@ -154,7 +154,7 @@ class TenancyMixin(RegistryBase):
 
     def delete_api_key(self, organization_id: int, prefix: str) -> bool:
         """Delete the organization's keys with ``prefix``; True if any was deleted."""
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             res = conn.execute(
                 delete(t.api_keys).where(
                     t.api_keys.c.organization_id == organization_id, t.api_keys.c.prefix == prefix
@@ -180,7 +180,7 @@ class TenancyMixin(RegistryBase):
         self, model_id: str, name: str, organization: str, at_ms: int | None = None
     ) -> ModelInfo:
         """Create model ``model_id`` or update its name and organization."""
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             org_id = self._org(conn, organization)
             if conn.execute(select(t.models.c.id).where(t.models.c.id == model_id)).first():
                 conn.execute(

@@ -86,7 +86,7 @@ class TrainersMixin(RegistryBase):
             InvalidValue: see ``check_nodes``; a sampler deployment without its model.
         """
         check_nodes(trainer_id, nodes)
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             org_id = _organization(conn, organization)
             self._check_sampler(conn, org_id, sampler_model_id, sampler_deployment_id)
             if conn.execute(select(t.deployments.c.id).where(t.deployments.c.id == trainer_id)).first():
@@ -203,7 +203,7 @@ class TrainersMixin(RegistryBase):
 
     def delete_trainer_deployment(self, trainer_id: str) -> None:
         """Delete a trainer deployment with its nodes and targets; NotFound if there is none."""
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             td, tn, tt = t.trainer_deployments, t.trainer_nodes, t.trainer_targets
             if conn.execute(select(td.c.id).where(td.c.id == trainer_id)).first() is None:
                 raise NotFound(f"no trainer deployment {trainer_id!r}")

@@ -94,7 +94,7 @@ class EventsMixin(RegistryBase):
         details: dict[str, Any] | None = None,
     ) -> EventInfo:
         """Record an event; raises NotFound (no such model) or InvalidValue (unknown kind)."""
-        with self.engine.begin() as conn:
+        with self._write() as conn:
             self._model_exists(conn, model_id)
             return self._event(
                 conn,

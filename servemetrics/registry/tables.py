@@ -244,7 +244,7 @@ async_requests = Table(
     Column("webhook_next_at_ms", Ms, nullable=True),  # when the next delivery attempt is due
     Index("ix_async_requests_status_seq", "status", "seq"),
 )
-"""Async inference requests (servemetrics/gateway/async_store.py): they survive a restart."""
+"""Async inference requests (servemetrics/gateway/queued_store.py): they survive a restart."""
 
 TRAINER_NODE_ROLES = ("leader", "worker")
 """``trainer_nodes.role``: one leader per trainer deployment, any number of workers."""

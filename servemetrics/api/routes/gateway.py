@@ -1,4 +1,4 @@
-"""Inference paths of the gateway, its ``/gateway/metrics``, and the cache-invalidating middleware.
+"""Inference paths of the gateway, its ``/gateway/metrics``, and ``InferenceRouter``, which answers them.
 
 Paths (docs/gateway.md): ``POST /v1/models/{model_id}/environments/{env_name}/predict``,
 ``POST /v1/models/{model_id}/deployment/{deployment_id}/predict`` and
@@ -6,21 +6,30 @@ Paths (docs/gateway.md): ``POST /v1/models/{model_id}/environments/{env_name}/pr
 ``/{path}``). The same without ``/v1/models/{model_id}`` take the model from a
 ``Host: model-{model_id}.<anything>`` header. Auth: a key that may invoke the model (``can_invoke``);
 another organization's model, or one outside a scoped key, is a 404.
+
+``FAST_ROUTES`` is the one table of these paths. ``InferenceRouter`` (an ASGI middleware mounted
+outside the FastAPI app) answers them from it, before FastAPI's routing, dependency and exception
+layers (the hot path); the FastAPI routes made from the same table (``router``) put them in the
+OpenAPI document. Any other path or method goes on to the FastAPI app.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.routing import compile_path
+from starlette.types import ASGIApp, Receive, Scope, Send
 
-from servemetrics.api.deps import parse_authorization
+from servemetrics.api.deps import parse_authorization, service_of
 from servemetrics.api.errors import ApiError, forbidden, not_found, unauthorized
 from servemetrics.gateway import Gateway
+from servemetrics.gateway.errors import error_response
+from servemetrics.gateway.proxy import Relay
 from servemetrics.registry import ModelInfo, can_invoke
 
 router = APIRouter(tags=["inference"])
@@ -29,7 +38,9 @@ HOST_PREFIX = "model-"
 
 
 def _gateway(request: Request) -> Gateway:
-    gateway: Gateway = request.app.state.gateway
+    gateway = service_of(request).gateway
+    if gateway is None:  # create_app mounts these routes only with a gateway; a guard for embedders
+        raise ApiError(503, "the gateway is not enabled in this service")
     return gateway
 
 
@@ -66,46 +77,75 @@ def model_from_host(host: str) -> str:
     return label[len(HOST_PREFIX) :]
 
 
-@router.post("/v1/models/{model_id}/environments/{env_name}/predict")
-async def predict_environment(request: Request, model_id: str, env_name: str) -> Response:
+async def predict_environment(request: Request, model_id: str, env_name: str) -> Response | Relay:
     """Forward the body to ``POST /predict`` of a replica serving the environment; streams the answer."""
     model = await invoking_model(request, model_id)
     return await _gateway(request).to_environment(request, model, env_name, "predict")
 
 
-@router.post("/v1/models/{model_id}/deployment/{deployment_id}/predict")
-async def predict_deployment(request: Request, model_id: str, deployment_id: str) -> Response:
+async def predict_deployment(request: Request, model_id: str, deployment_id: str) -> Response | Relay:
     """Forward the body to ``POST /predict`` of a replica of the deployment."""
     model = await invoking_model(request, model_id)
     return await _gateway(request).to_deployment(request, model, deployment_id, "predict")
 
 
-@router.api_route("/v1/models/{model_id}/environments/{env_name}/sync/{path:path}", methods=METHODS)
-async def sync_environment(request: Request, model_id: str, env_name: str, path: str) -> Response:
+async def sync_environment(request: Request, model_id: str, env_name: str, path: str) -> Response | Relay:
     """Pass any method on to the replica's ``/{path}`` (custom routes)."""
     model = await invoking_model(request, model_id)
     return await _gateway(request).to_environment(request, model, env_name, path)
 
 
-@router.post("/environments/{env_name}/predict")
-async def host_predict_environment(request: Request, env_name: str) -> Response:
+async def host_predict_environment(request: Request, env_name: str) -> Response | Relay:
     """``predict_environment`` with the model in ``Host: model-{model_id}.…``."""
     model = await invoking_model(request, None)
     return await _gateway(request).to_environment(request, model, env_name, "predict")
 
 
-@router.post("/deployment/{deployment_id}/predict")
-async def host_predict_deployment(request: Request, deployment_id: str) -> Response:
+async def host_predict_deployment(request: Request, deployment_id: str) -> Response | Relay:
     """``predict_deployment`` with the model in ``Host: model-{model_id}.…``."""
     model = await invoking_model(request, None)
     return await _gateway(request).to_deployment(request, model, deployment_id, "predict")
 
 
-@router.api_route("/environments/{env_name}/sync/{path:path}", methods=METHODS)
-async def host_sync_environment(request: Request, env_name: str, path: str) -> Response:
+async def host_sync_environment(request: Request, env_name: str, path: str) -> Response | Relay:
     """``sync_environment`` with the model in ``Host: model-{model_id}.…``."""
     model = await invoking_model(request, None)
     return await _gateway(request).to_environment(request, model, env_name, path)
+
+
+Endpoint = Callable[..., Awaitable[Any]]
+"""``endpoint(request, **path_params)``: the gateway's answer (a response, called as an ASGI app)."""
+
+
+@dataclass(frozen=True)
+class InferenceRoute:
+    """One inference path: its template (FastAPI / starlette syntax), methods and endpoint."""
+
+    path: str
+    methods: tuple[str, ...]
+    endpoint: Endpoint
+    regex: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "regex", compile_path(self.path)[0])
+
+
+_POST, _ANY = ("POST",), tuple(METHODS)
+FAST_ROUTES: tuple[InferenceRoute, ...] = tuple(
+    InferenceRoute(path, methods, endpoint)
+    for path, methods, endpoint in (
+        ("/v1/models/{model_id}/environments/{env_name}/predict", _POST, predict_environment),
+        ("/v1/models/{model_id}/deployment/{deployment_id}/predict", _POST, predict_deployment),
+        ("/v1/models/{model_id}/environments/{env_name}/sync/{path:path}", _ANY, sync_environment),
+        ("/environments/{env_name}/predict", _POST, host_predict_environment),
+        ("/deployment/{deployment_id}/predict", _POST, host_predict_deployment),
+        ("/environments/{env_name}/sync/{path:path}", _ANY, host_sync_environment),
+    )
+)
+"""The inference paths, in matching order: ``InferenceRouter`` answers them, ``router`` documents them."""
+
+for _route in FAST_ROUTES:
+    router.add_api_route(_route.path, _route.endpoint, methods=list(_route.methods), response_model=None)
 
 
 @router.get("/gateway/metrics", include_in_schema=False)
@@ -115,91 +155,45 @@ async def gateway_metrics(request: Request) -> Response:
 
 
 def is_inference_path(path: str) -> bool:
-    """True for the gateway's own paths (they never change the registry)."""
+    """True for paths the gateway itself serves (``…/predict``, ``…/sync/…``, ``/gateway/…``): only
+    those can be one of ``FAST_ROUTES``."""
     return path.endswith("/predict") or "/sync/" in path or path.startswith("/gateway/")
 
 
-Handler = Callable[[Request, str | None, str, str], Awaitable[Response]]
+def _route_path(scope: Scope) -> str:
+    """The path the app's routes see: ``scope["path"]`` less a ``root_path`` it starts with (as
+    starlette's router does), so a mounted app's inference paths are answered here too."""
+    path: str = scope["path"]
+    root = scope.get("root_path", "")
+    if root and path.startswith(root) and path[len(root) : len(root) + 1] == "/":
+        return path[len(root) :]
+    return path
 
 
-async def _env(request: Request, model_id: str | None, env_name: str, path: str) -> Response:
-    model = await invoking_model(request, model_id)
-    return await _gateway(request).to_environment(request, model, env_name, path)
-
-
-async def _dep(request: Request, model_id: str | None, deployment_id: str, path: str) -> Response:
-    model = await invoking_model(request, model_id)
-    return await _gateway(request).to_deployment(request, model, deployment_id, path)
-
-
-_SEG = "([^/]+)"
-FAST_ROUTES: tuple[tuple[re.Pattern[str], frozenset[str], Handler, bool], ...] = tuple(
-    (re.compile(pattern), frozenset(methods), handler, has_model)
-    for pattern, methods, handler, has_model in (
-        (f"/v1/models/{_SEG}/environments/{_SEG}/predict", ["POST"], _env, True),
-        (f"/v1/models/{_SEG}/deployment/{_SEG}/predict", ["POST"], _dep, True),
-        (f"/v1/models/{_SEG}/environments/{_SEG}/sync/(.*)", METHODS, _env, True),
-        (f"/environments/{_SEG}/predict", ["POST"], _env, False),
-        (f"/deployment/{_SEG}/predict", ["POST"], _dep, False),
-        (f"/environments/{_SEG}/sync/(.*)", METHODS, _env, False),
-    )
-)
-"""The routes above as (path pattern, methods, handler, model in the path): what ``InvalidateOnChange``
-serves directly, without FastAPI's routing, dependency and exception layers (same answers)."""
-
-
-async def serve_inference(scope: Scope, receive: Receive, send: Send) -> bool:
-    """Answer an inference request without the router (False: not one, let the app answer it)."""
-    path, method = scope["path"], scope["method"]
-    for pattern, methods, handler, has_model in FAST_ROUTES:
-        m = pattern.fullmatch(path)
-        if m is None or method not in methods:
-            continue
-        groups = m.groups()
-        model_id, target = (groups[0], groups[1]) if has_model else (None, groups[0])
-        rest = groups[-1] if len(groups) > (2 if has_model else 1) else "predict"
-        request = Request(scope, receive)
-        try:
-            response = await handler(request, model_id, target, rest)
-        except ApiError as exc:
-            headers = {"Retry-After": str(exc.retry_after)} if exc.retry_after is not None else None
-            body: dict[str, object] = {"error": exc.message}
-            if exc.retry_after is not None:
-                body["retry_after"] = exc.retry_after
-            response = JSONResponse(body, status_code=exc.status, headers=headers)
-        await response(scope, receive, send)
-        return True
-    return False
-
-
-class InvalidateOnChange:
-    """ASGI middleware: a successful change under ``/v1/`` (any method but GET / HEAD / OPTIONS, not
-    an inference path) drops the gateway's cached registry state as its response starts, so the next
-    request routes by the new state (promotions, pause, cancel, replicas, keys).
-
-    It also serves the inference paths itself (``serve_inference``): the hot path skips the router."""
+class InferenceRouter:
+    """ASGI middleware: answers the requests that match ``FAST_ROUTES`` (path and method) itself, with
+    an ``ApiError`` rendered as ``{"error": …}``; passes every other request to ``app``."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        path = scope.get("path", "")
-        if scope["type"] == "http" and await serve_inference(scope, receive, send):
-            return
-        if (
-            scope["type"] != "http"
-            or scope["method"] in ("GET", "HEAD", "OPTIONS")
-            or not path.startswith("/v1/")
-            or is_inference_path(path)
-        ):
-            await self.app(scope, receive, send)
-            return
+        if scope["type"] == "http" and is_inference_path(path := _route_path(scope)):
+            method = scope["method"]
+            for route in FAST_ROUTES:
+                m = route.regex.match(path)
+                if m is not None and method in route.methods:
+                    await self._answer(route, m.groupdict(), scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
 
-        async def send_and_invalidate(message: Message) -> None:
-            if message["type"] == "http.response.start" and message["status"] < 400:
-                gateway = getattr(scope["app"].state, "gateway", None)
-                if gateway is not None:
-                    gateway.invalidate()
-            await send(message)
-
-        await self.app(scope, receive, send_and_invalidate)
+    @staticmethod
+    async def _answer(
+        route: InferenceRoute, params: dict[str, str], scope: Scope, receive: Receive, send: Send
+    ) -> None:
+        request = Request(scope, receive)
+        try:
+            response = await route.endpoint(request, **params)
+        except ApiError as exc:
+            response = error_response(exc.status, exc.message, exc.retry_after)
+        await response(scope, receive, send)

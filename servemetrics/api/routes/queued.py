@@ -1,4 +1,4 @@
-"""Async inference paths of the gateway (docs/gateway.md "Async requests").
+"""Queued (async) inference paths of the gateway (docs/gateway.md "Async requests").
 
 - ``POST /v1/models/{model_id}/environments/{env_name}/async_predict`` (and
   ``/environments/{env_name}/async_predict`` with ``Host: model-{model_id}.…``): body
@@ -20,22 +20,20 @@ from urllib.parse import urlsplit
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
+from servemetrics.api.deps import queued_of, service_of
 from servemetrics.api.errors import ApiError, bad_request, not_found
 from servemetrics.api.routes.gateway import invoking_model
-from servemetrics.gateway.async_worker import AsyncGateway, AsyncOptions, status_view
+from servemetrics.gateway.queued import QueuedOptions, QueuedRequests, status_view
 
 router = APIRouter(tags=["inference"])
 FIELDS = ("model_input", "webhook_endpoint", "max_time_in_queue_seconds")
 
 
-def _gateway(request: Request) -> AsyncGateway:
-    gateway = request.app.state.gateway
-    if not isinstance(gateway, AsyncGateway):  # create_app always builds one; a guard for embedders
-        raise ApiError(503, "async requests are not enabled in this service")
-    return gateway
+def _queued(request: Request) -> QueuedRequests:
+    return queued_of(service_of(request))
 
 
-def parse_body(raw: bytes, options: AsyncOptions) -> tuple[str, str | None, int]:
+def parse_body(raw: bytes, options: QueuedOptions) -> tuple[str, str | None, int]:
     """(model_input as JSON text, webhook endpoint, max seconds in the queue); 400 naming what to fix."""
     if len(raw) > options.input_limit_bytes:
         raise bad_request(
@@ -69,21 +67,22 @@ def parse_body(raw: bytes, options: AsyncOptions) -> tuple[str, str | None, int]
 
 async def _submit(request: Request, model_id: str | None, env_name: str) -> JSONResponse:
     model = await invoking_model(request, model_id)
-    gateway = _gateway(request)
-    model_input, webhook, max_s = parse_body(await request.body(), gateway.async_options)
-    if await gateway.view.serving(model.id, env_name) is None:
+    queued = _queued(request)
+    model_input, webhook, max_s = parse_body(await request.body(), queued.options)
+    view = queued.gateway.view
+    if await view.serving(model.id, env_name) is None:
         raise not_found(f"model {model.id!r} has no environment {env_name!r}")
     request_id = await asyncio.to_thread(
-        gateway.async_store.create,
+        queued.store.create,
         model.organization_id,
         model.id,
         env_name,
         model_input,
         webhook,
         max_s,
-        gateway.view.clock_ms(),
+        view.clock_ms(),
     )
-    gateway.wake()
+    queued.wake()
     return JSONResponse({"request_id": request_id}, status_code=201)
 
 
@@ -99,13 +98,13 @@ async def host_async_predict_environment(request: Request, env_name: str) -> JSO
     return await _submit(request, None, env_name)
 
 
-async def _owned(request: Request, model_id: str, request_id: str) -> tuple[AsyncGateway, Any]:
+async def _owned(request: Request, model_id: str, request_id: str) -> tuple[QueuedRequests, Any]:
     model = await invoking_model(request, model_id)
-    gateway = _gateway(request)
-    found = await asyncio.to_thread(gateway.async_store.get, request_id, model.id, model.organization_id)
+    queued = _queued(request)
+    found = await asyncio.to_thread(queued.store.get, request_id, model.id, model.organization_id)
     if found is None:
         raise not_found(f"model {model_id!r} has no async request {request_id!r}")
-    return gateway, found
+    return queued, found
 
 
 @router.get("/v1/models/{model_id}/async_requests/{request_id}")
@@ -118,9 +117,9 @@ async def async_request_status(request: Request, model_id: str, request_id: str)
 @router.delete("/v1/models/{model_id}/async_requests/{request_id}")
 async def cancel_async_request(request: Request, model_id: str, request_id: str) -> JSONResponse:
     """Cancel a QUEUED request (removed: its status is then a 404); 409 once it has started."""
-    gateway, found = await _owned(request, model_id, request_id)
-    if not await asyncio.to_thread(gateway.async_store.cancel, request_id):
-        current = await asyncio.to_thread(gateway.async_store.get, request_id)
+    queued, found = await _owned(request, model_id, request_id)
+    if not await asyncio.to_thread(queued.store.cancel, request_id):
+        current = await asyncio.to_thread(queued.store.get, request_id)
         status = current.status if current is not None else found.status
         raise ApiError(409, f"the request is {status}: only a QUEUED request can be cancelled")
     return JSONResponse({"request_id": request_id, "canceled": True})

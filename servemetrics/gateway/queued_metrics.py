@@ -1,4 +1,4 @@
-"""The async requests' metrics, registered on the gateway's own registry (``GET /gateway/metrics``).
+"""The queued (async) requests' metrics, registered on the gateway's own registry (``GET /gateway/metrics``).
 
 Names are the platform's (platform-facts §1). ``baseten_async_queue_size`` is a deployment gauge computed
 at scrape time with the DEP labels plus ``source="gateway"`` (like the gateway's other gauges);
@@ -40,7 +40,7 @@ class _QueueSizeCollector(Collector):
         yield family
 
 
-class AsyncMetrics:
+class QueuedMetrics:
     """Async series on ``registry`` (the gateway's); ``sizes`` gives (DEP labels, queued) at scrape time."""
 
     def __init__(self, registry: CollectorRegistry, sizes: QueueSizes) -> None:

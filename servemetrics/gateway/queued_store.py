@@ -1,4 +1,4 @@
-"""Async inference requests persisted in the registry database (table ``async_requests``).
+"""Queued (async) inference requests persisted in the registry database (table ``async_requests``).
 
 Every state change is one conditional ``UPDATE`` (``... WHERE status = 'QUEUED'``), so two workers, or a
 worker and a cancel, never both win the same request; the same SQL runs on SQLite and PostgreSQL. A
@@ -23,8 +23,8 @@ _A = t.async_requests
 
 
 @dataclass(frozen=True)
-class AsyncRequest:
-    """One stored async request (times in epoch ms)."""
+class QueuedRequest:
+    """One stored queued (async) request (times in epoch ms)."""
 
     id: str
     organization_id: int
@@ -57,12 +57,12 @@ _HEAD = [c for c in _A.c if c.name not in ("model_input", "result")]
 """Columns of a request without its payloads (what the dispatcher scans every tick)."""
 
 
-def _record(row: Any) -> AsyncRequest:
+def _record(row: Any) -> QueuedRequest:
     m = row._mapping
-    values = {k: m.get(k) for k in AsyncRequest.__dataclass_fields__}
+    values = {k: m.get(k) for k in QueuedRequest.__dataclass_fields__}
     values["errors"] = list(values["errors"] or [])
     values["model_input"] = values["model_input"] or ""
-    return AsyncRequest(**values)
+    return QueuedRequest(**values)
 
 
 def new_request_id() -> str:
@@ -70,7 +70,7 @@ def new_request_id() -> str:
     return secrets.token_hex(16)
 
 
-class AsyncStore:
+class QueuedStore:
     """The ``async_requests`` table over the registry's engine."""
 
     def __init__(self, engine: Engine) -> None:
@@ -108,7 +108,7 @@ class AsyncStore:
 
     def get(
         self, request_id: str, model_id: str | None = None, organization_id: int | None = None
-    ) -> AsyncRequest | None:
+    ) -> QueuedRequest | None:
         """The request, or None (also when it belongs to another model or organization)."""
         query = select(_A).where(_A.c.id == request_id)
         if model_id is not None:
@@ -125,7 +125,7 @@ class AsyncStore:
             gone = conn.execute(delete(_A).where(_A.c.id == request_id, _A.c.status == "QUEUED"))
         return gone.rowcount == 1
 
-    def queued(self, limit: int = 10_000) -> list[AsyncRequest]:
+    def queued(self, limit: int = 10_000) -> list[QueuedRequest]:
         """QUEUED requests in arrival order, without their payloads (``model_input`` is ``""``)."""
         query = select(*_HEAD).where(_A.c.status == "QUEUED").order_by(_A.c.seq).limit(limit)
         with self.engine.connect() as conn:
@@ -197,7 +197,7 @@ class AsyncStore:
                 )
         return done.rowcount == 1
 
-    def expired(self, now_ms: int) -> list[AsyncRequest]:
+    def expired(self, now_ms: int) -> list[QueuedRequest]:
         """QUEUED requests whose time in the queue is over (not yet marked), without their payloads."""
         query = (
             select(*_HEAD)
@@ -207,7 +207,7 @@ class AsyncStore:
         with self.engine.connect() as conn:
             return [_record(r) for r in conn.execute(query)]
 
-    def pending_webhooks(self) -> list[AsyncRequest]:
+    def pending_webhooks(self) -> list[QueuedRequest]:
         """Requests whose webhook is still to be delivered (resumed after a restart)."""
         query = select(_A).where(_A.c.webhook_status == "PENDING").order_by(_A.c.seq)
         with self.engine.connect() as conn:

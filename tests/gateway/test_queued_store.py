@@ -1,4 +1,5 @@
-"""The async requests' table on SQLite and PostgreSQL, and the pure helpers of the async worker."""
+"""The queued (async) requests' table on SQLite and PostgreSQL, and the pure helpers of
+``gateway/queued.py``."""
 
 from __future__ import annotations
 
@@ -8,16 +9,16 @@ from pathlib import Path
 import pytest
 
 from servemetrics.api.errors import ApiError
-from servemetrics.api.routes.async_predict import parse_body
-from servemetrics.gateway.async_store import AsyncStore
-from servemetrics.gateway.async_worker import AsyncOptions, backoff_s, iso, status_view, webhook_payload
+from servemetrics.api.routes.queued import parse_body
+from servemetrics.gateway.queued import QueuedOptions, backoff_s, iso, status_view, webhook_payload
+from servemetrics.gateway.queued_store import QueuedStore
 from servemetrics.registry import Registry
 from servemetrics.registry.migrations import applied
 from tests.conftest_pg import fresh_pg_url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[AsyncStore, int]]:
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[QueuedStore, int]]:
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path / 'registry.sqlite3'}"
     else:
@@ -25,7 +26,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Asyn
     registry = Registry.open(url)
     org = registry.ensure_organization("acme")
     registry.ensure_model("m1", "llama", "acme")
-    yield AsyncStore(registry.engine), org
+    yield QueuedStore(registry.engine), org
     registry.close()
 
 
@@ -115,7 +116,7 @@ def test_views_and_backoff(store):
         "data": "oops",
         "errors": [{"code": "c", "message": "m"}],
     }
-    o = AsyncOptions()
+    o = QueuedOptions()
     assert [backoff_s(o, n) for n in (1, 2, 3, 4)] == [1.0, 2.0, 4.0, 8.0]
     assert iso(None) is None
 
@@ -136,12 +137,12 @@ def test_views_and_backoff(store):
 )
 def test_bad_bodies_say_what_to_fix(body, fix):
     with pytest.raises(ApiError) as err:
-        parse_body(body, AsyncOptions())
+        parse_body(body, QueuedOptions())
     assert err.value.status == 400 and fix in err.value.message
 
 
 def test_good_bodies():
-    o = AsyncOptions()
+    o = QueuedOptions()
     assert parse_body(b'{"model_input": {"p": "hi"}}', o) == ('{"p": "hi"}', None, 600)
     assert parse_body(
         b'{"model_input": null, "webhook_endpoint": "https://h/x", "max_time_in_queue_seconds": 5}', o

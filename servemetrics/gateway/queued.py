@@ -1,8 +1,10 @@
-"""Async requests: run QUEUED requests when their deployment has a free slot, then deliver the webhook.
+"""Queued (async) requests: run QUEUED requests when their deployment has a free slot, then deliver the
+webhook.
 
-``AsyncGateway`` is the ``Gateway`` plus its async part (docs/gateway.md "Async requests"):
+``QueuedRequests(gateway, store, options)`` runs them beside a ``Gateway`` (docs/gateway.md "Async
+requests"):
 
-- A dispatcher loop (every ``AsyncOptions.poll_interval_s``, and at once when a request arrives or an
+- A dispatcher loop (every ``QueuedOptions.poll_interval_s``, and at once when a request arrives or an
   async execution ends) expires QUEUED requests older than their ``max_time_in_queue_s`` (EXPIRED, the
   webhook gets an error), then walks the QUEUED requests in arrival order. Each is assigned a
   deployment serving its environment (by the same weighted choice as a synchronous request, kept
@@ -21,8 +23,8 @@
   Its state and next due time are stored, so a restart resumes it.
 
 At start, IN_PROGRESS requests of a stopped service go back to QUEUED (so run one service per registry
-database). The worker reaches into the gateway's routing state (gates, replica choice, outstanding
-counts, the registry view): it lives in the same package on purpose.
+database). It shares the gateway's routing state through the gateway's methods (``gate``, ``settings``,
+``pick``, ``outstanding``, ``excluded``, the registry ``view`` and the ``metrics``).
 """
 
 from __future__ import annotations
@@ -32,26 +34,27 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from servemetrics.gateway.async_metrics import NO_ANSWER_STATUS, AsyncMetrics
-from servemetrics.gateway.async_store import AsyncRequest, AsyncStore
 from servemetrics.gateway.backpressure import Gate
-from servemetrics.gateway.gateway import Gateway, GatewayOptions, _choose
-from servemetrics.gateway.metrics import DeploymentGauges
-from servemetrics.registry import Registry
+from servemetrics.gateway.gateway import Gateway
+from servemetrics.gateway.metrics import DeploymentLabels
+from servemetrics.gateway.queued_metrics import NO_ANSWER_STATUS, QueuedMetrics
+from servemetrics.gateway.queued_store import QueuedRequest, QueuedStore
+from servemetrics.gateway.state import choose_deployment
 from servemetrics.timeutil import iso_ms
 
 log = logging.getLogger(__name__)
+_JSON = {"content-type": "application/json"}
 
 
 @dataclass(frozen=True)
-class AsyncOptions:
-    """Tunables of async requests (seconds unless named otherwise)."""
+class QueuedOptions:
+    """Tunables of queued (async) requests (seconds unless named otherwise)."""
 
     poll_interval_s: float = 0.1
     webhook_attempts: int = 5
@@ -79,7 +82,7 @@ def parse_result(result: str | None) -> Any:
         return result
 
 
-def status_view(req: AsyncRequest) -> dict[str, Any]:
+def status_view(req: QueuedRequest) -> dict[str, Any]:
     """The status endpoint's body for ``req``."""
     return {
         "request_id": req.id,
@@ -99,7 +102,7 @@ def status_view(req: AsyncRequest) -> dict[str, Any]:
     }
 
 
-def webhook_payload(req: AsyncRequest) -> dict[str, Any]:
+def webhook_payload(req: QueuedRequest) -> dict[str, Any]:
     """What the webhook receives for a finished request."""
     return {
         "request_id": req.id,
@@ -113,7 +116,7 @@ def webhook_payload(req: AsyncRequest) -> dict[str, Any]:
     }
 
 
-def backoff_s(options: AsyncOptions, failures: int) -> float:
+def backoff_s(options: QueuedOptions, failures: int) -> float:
     """Seconds to wait after the ``failures``-th failed delivery attempt."""
     return options.webhook_backoff_s * options.webhook_backoff_factor ** (failures - 1)
 
@@ -126,67 +129,63 @@ class _Outcome:
     errors: list[dict[str, str]]
 
 
-class AsyncGateway(Gateway):
-    """The gateway with async requests (persisted in the registry database, run by a worker loop)."""
+class QueuedRequests:
+    """Queued (async) requests beside ``gateway``: persisted in ``store`` (the registry database), run
+    by a dispatcher loop on the gateway's deployments, their webhooks delivered.
 
-    def __init__(
-        self,
-        registry: Registry,
-        clock_ms: Callable[[], int],
-        options: GatewayOptions,
-        async_options: AsyncOptions | None = None,
-    ) -> None:
-        super().__init__(registry, clock_ms, options)
-        self.async_options = async_options or AsyncOptions()
-        self.async_store = AsyncStore(registry.engine)
-        self.async_metrics = AsyncMetrics(self.metrics.registry, self._queue_sizes)
-        self.async_running: dict[str, int] = {}
+    Args:
+        gateway: the gateway whose deployments, gates and replicas the executions share.
+        store: the ``async_requests`` table.
+        options: the tunables (default ``QueuedOptions()``).
+    """
+
+    def __init__(self, gateway: Gateway, store: QueuedStore, options: QueuedOptions | None = None) -> None:
+        self.gateway = gateway
+        self.options = options or QueuedOptions()
+        self.store = store
+        self.metrics = QueuedMetrics(gateway.metrics.registry, self._queue_sizes)
+        self._view = gateway.view
         self._queued_by_dep: dict[str, int] = {}
         self._assigned: dict[str, str] = {}
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        self._client: httpx.AsyncClient | None = None
         self._webhook_client: httpx.AsyncClient | None = None
 
     async def start(self) -> None:
-        """Start the gateway, requeue the requests a stopped service left IN_PROGRESS, resume pending
-        webhooks and start the dispatcher."""
-        await super().start()
-        self._webhook_client = httpx.AsyncClient(timeout=self.async_options.webhook_timeout_s)
-        requeued = await asyncio.to_thread(self.async_store.recover)
+        """Requeue the requests a stopped service left IN_PROGRESS, resume pending webhooks and start the
+        dispatcher (start the gateway first)."""
+        o = self.gateway.options
+        self._client = httpx.AsyncClient(
+            timeout=httpx.Timeout(o.upstream_timeout_s, connect=o.connect_timeout_s),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=512),
+        )
+        self._webhook_client = httpx.AsyncClient(timeout=self.options.webhook_timeout_s)
+        requeued = await asyncio.to_thread(self.store.recover)
         if requeued:
             log.info("async: %d request(s) in progress at the last stop are queued again", requeued)
-        for req in await asyncio.to_thread(self.async_store.pending_webhooks):
+        for req in await asyncio.to_thread(self.store.pending_webhooks):
             self._spawn(self._deliver(req.id))
         self._loop_task = asyncio.create_task(self._dispatch_loop())
 
     async def stop(self) -> None:
-        """Stop the dispatcher, executions and deliveries (their state is in the database), then the
-        gateway."""
+        """Stop the dispatcher, executions and deliveries (their state is in the database) and close the
+        HTTP clients (stop the gateway after)."""
         tasks = [t for t in (self._loop_task, *self._tasks) if t is not None]
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if self._webhook_client is not None:
-            await self._webhook_client.aclose()
-        await super().stop()
+        for client in (self._webhook_client, self._client):
+            if client is not None:
+                await client.aclose()
 
     def wake(self) -> None:
         """Run the dispatcher now (a request arrived, a slot freed)."""
         self._wake.set()
 
-    def gauges(self) -> list[DeploymentGauges]:
-        """The gateway's gauges, with running async requests taken out of the concurrency."""
-        out = super().gauges()
-        return [
-            replace(g, concurrent=g.concurrent - self.async_running.get(g.labels[2], 0))
-            if self.async_running.get(g.labels[2])
-            else g
-            for g in out
-        ]
-
     def _queue_sizes(self) -> Iterable[tuple[tuple[str, ...], int]]:
-        for dep_id, view in sorted(self.view.deployments.items()):
+        for dep_id, view in sorted(self._view.deployments.items()):
             yield view.labels, self._queued_by_dep.get(dep_id, 0)
 
     def _spawn(self, coro: Any) -> None:
@@ -194,9 +193,9 @@ class AsyncGateway(Gateway):
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    def _labels(self, dep_id: str | None, req: AsyncRequest) -> tuple[str, ...]:
-        view = self.view.deployments.get(dep_id or "")
-        return view.labels if view else (req.model_id, "", dep_id or "", req.environment, "")
+    def _labels(self, dep_id: str | None, req: QueuedRequest) -> DeploymentLabels:
+        view = self._view.deployments.get(dep_id or "")
+        return view.labels if view else DeploymentLabels(req.model_id, "", dep_id or "", req.environment, "")
 
     # dispatcher
 
@@ -208,11 +207,11 @@ class AsyncGateway(Gateway):
             except Exception:  # a database hiccup must not stop the queue
                 log.exception("async dispatch failed; retrying")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.async_options.poll_interval_s)
+                await asyncio.wait_for(self._wake.wait(), self.options.poll_interval_s)
 
     async def _dispatch(self) -> None:
-        store = self.async_store
-        now = self.view.clock_ms()
+        store = self.store
+        now = self._view.clock_ms()
         for req in await asyncio.to_thread(store.expired, now):
             await self._expire(req, now)
         queued = await asyncio.to_thread(store.queued)
@@ -228,36 +227,37 @@ class AsyncGateway(Gateway):
                 full.add(dep_id)
                 sizes[dep_id] = sizes.get(dep_id, 0) + 1
                 continue
-            gate = self._gate(dep_id)
+            gate = self.gateway.gate(dep_id)
             await gate.enter(None)  # a free slot and no waiter: taken at once, without suspending
-            started = self.view.clock_ms()
+            started = self._view.clock_ms()
             if not await asyncio.to_thread(store.claim, req.id, dep_id, started):
                 gate.leave()  # cancelled or taken meanwhile
                 continue
-            self.async_running[dep_id] = self.async_running.get(dep_id, 0) + 1
+            excluded = self.gateway.excluded
+            excluded[dep_id] = excluded.get(dep_id, 0) + 1
             self._spawn(self._execute(req, dep_id, gate, started))
         self._assigned = assigned
         self._queued_by_dep = sizes
 
-    async def _target(self, req: AsyncRequest) -> str | None:
+    async def _target(self, req: QueuedRequest) -> str | None:
         """The deployment this QUEUED request will go to (kept while it serves the environment)."""
-        serving = await self.view.serving(req.model_id, req.environment)
-        weights = serving.weights(self.view.clock_ms()) if serving is not None else []
+        serving = await self._view.serving(req.model_id, req.environment)
+        weights = serving.weights(self._view.clock_ms()) if serving is not None else []
         if not weights:
             return None
         kept = self._assigned.get(req.id)
         if kept is not None and any(d == kept and share > 0 for d, share in weights):
             return kept
-        return _choose(weights)
+        return choose_deployment(weights)
 
     def _has_free_slot(self, dep_id: str) -> bool:
-        info = self._settings.get(dep_id)
+        info = self.gateway.settings(dep_id)
         if info is None or info.status == "INACTIVE":
             return False
-        gate = self._gate(dep_id)
+        gate = self.gateway.gate(dep_id)
         return gate.queued == 0 and gate.in_flight < gate.capacity
 
-    async def _expire(self, req: AsyncRequest, now: int) -> None:
+    async def _expire(self, req: QueuedRequest, now: int) -> None:
         errors = [
             {
                 "code": "REQUEST_EXPIRED",
@@ -266,7 +266,7 @@ class AsyncGateway(Gateway):
             }
         ]
         done = await asyncio.to_thread(
-            self.async_store.finish,
+            self.store.finish,
             req.id,
             "EXPIRED",
             now,
@@ -280,27 +280,25 @@ class AsyncGateway(Gateway):
 
     # execution
 
-    async def _execute(self, req: AsyncRequest, dep_id: str, gate: Gate, started_ms: int) -> None:
+    async def _execute(self, req: QueuedRequest, dep_id: str, gate: Gate, started_ms: int) -> None:
         labels = self._labels(dep_id, req)
         began = time.perf_counter()
         outcome: _Outcome | None = None
         try:
-            self.async_metrics.time_in_queue.labels(*labels).observe(
-                max(0, started_ms - req.created_at_ms) / 1000
-            )
-            self.metrics.incoming.labels(*labels, "true").inc()
-            full = await asyncio.to_thread(self.async_store.get, req.id)
+            self.metrics.time_in_queue.labels(*labels).observe(max(0, started_ms - req.created_at_ms) / 1000)
+            self.gateway.metrics.incoming.labels(*labels, "true").inc()
+            full = await asyncio.to_thread(self.store.get, req.id)
             if full is not None:
                 outcome = await self._send_async(full, dep_id, labels, began)
         finally:
-            self.async_running[dep_id] -= 1
+            self.gateway.excluded[dep_id] -= 1
             gate.leave(time.perf_counter() - began if outcome else None)
             self.wake()
-        store = self.async_store
+        store = self.store
         if outcome is None:
             await asyncio.to_thread(store.requeue, req.id)
             return
-        now = self.view.clock_ms()
+        now = self._view.clock_ms()
         finished = await asyncio.to_thread(
             store.finish,
             req.id,
@@ -314,45 +312,42 @@ class AsyncGateway(Gateway):
             await self._deliver(req.id)
 
     async def _send_async(
-        self, req: AsyncRequest, dep_id: str, labels: tuple[str, ...], began: float
+        self, req: QueuedRequest, dep_id: str, labels: tuple[str, ...], began: float
     ) -> _Outcome | None:
         """Send to the least busy active replica; None when no replica took the request."""
         tried: set[str] = set()
         body = req.model_input.encode()
-        limit = self.async_options.result_limit_bytes
+        limit = self.options.result_limit_bytes
+        assert self._client is not None
         while True:
-            replica = self._pick(dep_id, tried)
+            replica = self.gateway.pick(dep_id, tried)
             if replica is None:
                 return None
-            key = (dep_id, replica.name)
-            self._outstanding[key] = self._outstanding.get(key, 0) + 1
             first_byte: float | None = None
             chunks: list[bytes] = []
             size = 0
-            try:
-                async with self._client.stream(
-                    "POST",
-                    f"{replica.base_url}/predict",
-                    content=body,
-                    headers={"content-type": "application/json"},
-                ) as resp:
-                    status = resp.status_code
-                    async for chunk in resp.aiter_bytes():
-                        if first_byte is None:
-                            first_byte = time.perf_counter() - began
-                        size += len(chunk)
-                        if size > limit:
-                            break
-                        chunks.append(chunk)
-            except httpx.ConnectError:
-                tried.add(replica.name)
-                continue
-            except httpx.HTTPError as exc:
-                self._observe(labels, 502, began, first_byte, len(body), size)
-                message = f"replica {replica.name!r} of {dep_id!r} failed: {exc!r}"
-                return _Outcome("FAILED", None, None, [{"code": "MODEL_PREDICT_ERROR", "message": message}])
-            finally:
-                self._outstanding[key] -= 1
+            with self.gateway.outstanding(replica):
+                try:
+                    async with self._client.stream(
+                        "POST", f"{replica.base_url}/predict", content=body, headers=_JSON
+                    ) as resp:
+                        status = resp.status_code
+                        async for chunk in resp.aiter_bytes():
+                            if first_byte is None:
+                                first_byte = time.perf_counter() - began
+                            size += len(chunk)
+                            if size > limit:
+                                break
+                            chunks.append(chunk)
+                except httpx.ConnectError:
+                    tried.add(replica.name)
+                    continue
+                except httpx.HTTPError as exc:
+                    self._observe(labels, 502, began, first_byte, len(body), size)
+                    message = f"replica {replica.name!r} of {dep_id!r} failed: {exc!r}"
+                    return _Outcome(
+                        "FAILED", None, None, [{"code": "MODEL_PREDICT_ERROR", "message": message}]
+                    )
             break
         self._observe(labels, status, began, first_byte, len(body), size)
         if size > limit:
@@ -375,7 +370,7 @@ class AsyncGateway(Gateway):
     ) -> None:
         elapsed = time.perf_counter() - began
         req_labels = (*labels, str(status), "true")
-        m = self.metrics
+        m = self.gateway.metrics
         m.requests.labels(*req_labels).inc()
         m.end_to_end.labels(*req_labels).observe(elapsed)
         m.ttfb.labels(*req_labels).observe(elapsed if first_byte is None else first_byte)
@@ -386,7 +381,7 @@ class AsyncGateway(Gateway):
 
     async def _deliver(self, request_id: str, waited_for: str | None = None) -> None:
         """Deliver the webhook of a finished request (resuming where a stopped service left it)."""
-        store, o = self.async_store, self.async_options
+        store, o = self.store, self.options
         req = await asyncio.to_thread(store.get, request_id)
         if req is None or req.webhook_endpoint is None or req.webhook_status != "PENDING":
             return
@@ -396,7 +391,7 @@ class AsyncGateway(Gateway):
         attempts, last_error = req.webhook_attempts, req.webhook_last_error
         due_ms = req.webhook_next_at_ms or 0
         while True:
-            delay_s = (due_ms - self.view.clock_ms()) / 1000
+            delay_s = (due_ms - self._view.clock_ms()) / 1000
             if delay_s > 0:
                 await asyncio.sleep(delay_s)
             began = time.perf_counter()
@@ -407,8 +402,8 @@ class AsyncGateway(Gateway):
                     error = f"the webhook answered HTTP {code}: {resp.text[:200]}"
             except httpx.HTTPError as exc:
                 code, error = NO_ANSWER_STATUS, f"no answer from the webhook: {exc!r}"
-            self.async_metrics.webhook_requests.labels(*labels, str(code)).inc()
-            self.async_metrics.webhook_latency.labels(*labels).observe(time.perf_counter() - began)
+            self.metrics.webhook_requests.labels(*labels, str(code)).inc()
+            self.metrics.webhook_latency.labels(*labels).observe(time.perf_counter() - began)
             attempts += 1
             if error is None:
                 await asyncio.to_thread(
@@ -419,5 +414,5 @@ class AsyncGateway(Gateway):
             if attempts >= o.webhook_attempts:
                 await asyncio.to_thread(store.webhook_attempted, req.id, "FAILED", attempts, last_error, None)
                 return
-            due_ms = self.view.clock_ms() + int(backoff_s(o, attempts) * 1000)
+            due_ms = self._view.clock_ms() + int(backoff_s(o, attempts) * 1000)
             await asyncio.to_thread(store.webhook_attempted, req.id, "PENDING", attempts, last_error, due_ms)
