@@ -1,22 +1,29 @@
-"""Shared plumbing of the registry mixins: the engine, the clock, the key pepper, event recording."""
+"""``RegistryCore``: what every part of the registry shares: the engine, the clock, the key pepper,
+transactions and event recording.
+
+Every part takes one core. Writes go through ``write()`` (the one place an ordinary change commits) and
+reads through ``read()``; ``transaction()`` gives a core whose writes and reads all join one transaction,
+committed when its block ends.
+"""
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Any, Self
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any
 
 from sqlalchemy import Connection, Engine, insert, select
 
+from servemetrics.registry import rows
 from servemetrics.registry import tables as t
 from servemetrics.registry.migrations import migrate
-from servemetrics.registry.records import EventInfo, InvalidValue, NotFound
+from servemetrics.registry.records import EventInfo, InvalidValue
 from servemetrics.timeutil import wall_clock_ms
 
 
 class _OneConnection:
-    """Stands in for the engine inside ``RegistryBase.transaction``: every ``begin()`` / ``connect()``
+    """Stands in for the engine inside ``RegistryCore.transaction``: every ``begin()`` / ``connect()``
     hands out the one connection of the outer transaction, which commits or rolls back as a whole."""
 
     def __init__(self, conn: Connection) -> None:
@@ -33,36 +40,52 @@ class _OneConnection:
         """Nothing to release: the outer engine owns the connection."""
 
 
-class RegistryBase:
-    """Holds the engine; applies pending migrations on construction."""
+class RegistryCore:
+    """The engine (pending migrations applied on construction), the clock (epoch ms) and the pepper of
+    API key hashes (``registry_secrets.key_pepper``)."""
 
     def __init__(self, engine: Engine, clock: Callable[[], int] = wall_clock_ms) -> None:
         self.engine = engine
-        self._clock = clock
+        self.clock = clock
         migrate(engine, clock())
         with engine.connect() as conn:
             row = conn.execute(
                 select(t.registry_secrets.c.value).where(t.registry_secrets.c.name == "key_pepper")
             )
-            self._pepper: str = row.scalar_one()
+            self.pepper: str = row.scalar_one()
 
-    def _at(self, at_ms: int | None) -> int:
-        return self._clock() if at_ms is None else int(at_ms)
+    def at(self, at_ms: int | None) -> int:
+        """``at_ms`` as an int, or now from the clock when None."""
+        return self.clock() if at_ms is None else int(at_ms)
+
+    def read(self) -> AbstractContextManager[Connection]:
+        """A connection for reads (inside ``transaction()``: the outer transaction's)."""
+        return self.engine.connect()
 
     @contextmanager
-    def transaction(self) -> Iterator[Self]:
-        """A view of this registry whose calls share one transaction: committed when the block ends,
+    def write(self, model_id: str | None = None) -> Iterator[Connection]:
+        """A transaction for one change: committed when the block ends, rolled back when it raises
+        (inside ``transaction()`` it joins the outer one). With ``model_id``: NotFound first unless that
+        model exists."""
+        with self.engine.begin() as conn:
+            if model_id is not None:
+                rows.model_exists(conn, model_id)
+            yield conn
+
+    @contextmanager
+    def transaction(self) -> Iterator[RegistryCore]:
+        """A core whose ``write()`` and ``read()`` share one transaction: committed when the block ends,
         rolled back (nothing changed) when it raises. For one caller at a time (e.g. applying a config)."""
         with self.engine.begin() as conn:
-            view = copy.copy(self)
-            view.engine = _OneConnection(conn)  # type: ignore[assignment]
-            yield view
+            core = copy.copy(self)
+            core.engine = _OneConnection(conn)  # type: ignore[assignment]
+            yield core
 
     def close(self) -> None:
         """Release the engine's connections."""
         self.engine.dispose()
 
-    def _event(
+    def event(
         self,
         conn: Connection,
         model_id: str,
@@ -73,6 +96,7 @@ class RegistryBase:
         environment: str | None = None,
         details: dict[str, Any] | None = None,
     ) -> EventInfo:
+        """Insert an event of ``kind`` (one of ``EVENT_KINDS``, else InvalidValue) and return it."""
         if kind not in t.EVENT_KINDS:
             raise InvalidValue(f"unknown event kind {kind!r}; use one of {', '.join(t.EVENT_KINDS)}")
         values = dict(
@@ -85,8 +109,3 @@ class RegistryBase:
         )
         event_id = conn.execute(insert(t.events).values(**values).returning(t.events.c.id)).scalar_one()
         return EventInfo(id=event_id, **values)  # type: ignore[arg-type]
-
-    @staticmethod
-    def _model_exists(conn: Connection, model_id: str) -> None:
-        if conn.execute(select(t.models.c.id).where(t.models.c.id == model_id)).first() is None:
-            raise NotFound(f"no model {model_id!r}")
