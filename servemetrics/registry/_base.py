@@ -32,6 +32,7 @@ class _OneConnection:
 
     @contextmanager
     def begin(self) -> Iterator[Connection]:
+        """The outer transaction's connection (neither committed nor closed here)."""
         yield self._conn
 
     connect = begin
