@@ -99,7 +99,7 @@ def _replica_labels(
 ) -> dict[str, str]:
     """The registry labels of the imported replica's samples; ImportFailed when the config declares no
     such deployment."""
-    if registry.deployment(model_id, deployment_id) is None:
+    if registry.deployments.deployment(model_id, deployment_id) is None:
         raise ImportFailed(
             f"no deployment {deployment_id!r} of model {model_id!r} in {config.data_dir}; "
             "declare it in the config's models section"

@@ -100,7 +100,7 @@ def test_a_config_the_registry_refuses_is_one_error_line_and_changes_nothing(
     assert _serve(first) == (0, "")
     assert len(served) == 1 and served[0]["port"] == 8321
     registry = Registry.open(f"sqlite:///{data / 'registry.sqlite3'}")
-    before = registry.list_events("m1", 0, 2**53, None)
+    before = registry.events.list_events("m1", 0, 2**53, None)
     registry.close()
     older = HIST.format(data=data) + "          - {deployment: d3, at: 2026-01-15T00:00:00Z}\n"
     older = older.replace("key: k1", "key: k2")
@@ -113,8 +113,8 @@ def test_a_config_the_registry_refuses_is_one_error_line_and_changes_nothing(
     )
     assert len(served) == 1
     registry = Registry.open(f"sqlite:///{data / 'registry.sqlite3'}")
-    assert registry.list_events("m1", 0, 2**53, None) == before
-    assert registry.authenticate("k1") is not None and registry.authenticate("k2") is None
+    assert registry.events.list_events("m1", 0, 2**53, None) == before
+    assert registry.tenancy.authenticate("k1") is not None and registry.tenancy.authenticate("k2") is None
     registry.close()
 
 

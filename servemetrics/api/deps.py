@@ -98,7 +98,7 @@ def authenticate(
     registry: RegistryDep, authorization: Annotated[str | None, Header(include_in_schema=False)] = None
 ) -> KeyInfo:
     """The caller's key; 401 when the header is missing, malformed or names no stored key."""
-    key = registry.authenticate(parse_authorization(authorization))
+    key = registry.tenancy.authenticate(parse_authorization(authorization))
     if key is None:
         raise unauthorized(f"invalid API key: {_HOW} with a key of your organization")
     return key
@@ -119,7 +119,7 @@ ManageAuth = Annotated[KeyInfo, Depends(require_manage)]
 
 def resolve_model(registry: Registry, key: KeyInfo, model_id: str) -> ModelInfo:
     """Model ``model_id`` visible to ``key``; 404 if missing, another organization's or out of scope."""
-    model = registry.model(model_id, key.organization_id)
+    model = registry.tenancy.model(model_id, key.organization_id)
     if model is None or (key.model_ids is not None and model_id not in key.model_ids):
         raise not_found(f"no model {model_id!r}; list your models with GET /v1/models")
     return model
@@ -165,9 +165,9 @@ def resolve_deployment(registry: Registry, model: ModelInfo, deployment_id: str)
     current deployment); 404 when there is none."""
     wanted = deployment_id
     if deployment_id in DEPLOYMENT_ALIASES:
-        env = registry.environment(model.id, deployment_id)
+        env = registry.environments.environment(model.id, deployment_id)
         wanted = env.current_deployment_id if env and env.current_deployment_id else ""
-    found = registry.deployment(model.id, wanted) if wanted else None
+    found = registry.deployments.deployment(model.id, wanted) if wanted else None
     if found is None:
         raise not_found(
             f"model {model.id!r} has no deployment {deployment_id!r}; list them with "
@@ -178,7 +178,7 @@ def resolve_deployment(registry: Registry, model: ModelInfo, deployment_id: str)
 
 def resolve_environment(registry: Registry, model: ModelInfo, env_name: str) -> EnvironmentInfo:
     """Environment ``env_name`` of the model; 404 when there is none."""
-    found = registry.environment(model.id, env_name)
+    found = registry.environments.environment(model.id, env_name)
     if found is None:
         raise not_found(
             f"model {model.id!r} has no environment {env_name!r}; list them with "

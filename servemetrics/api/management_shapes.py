@@ -20,20 +20,20 @@ def pointers_of(registry: Registry, model_id: str) -> dict[str, str]:
     (one registry call)."""
     return {
         e.name: e.current_deployment_id
-        for e in registry.list_environments(model_id)
+        for e in registry.environments.list_environments(model_id)
         if e.current_deployment_id
     }
 
 
 def deployments_of(registry: Registry, model_id: str) -> dict[str, DeploymentInfo]:
     """Deployment id -> deployment, for every deployment of ``model_id`` (one registry call)."""
-    return {d.id: d for d in registry.list_deployments(model_id)}
+    return {d.id: d for d in registry.deployments.list_deployments(model_id)}
 
 
 def model_v1(registry: Registry, model: ModelInfo) -> dict[str, Any]:
     """``ModelV1`` (two registry calls: environments and deployments)."""
     pointers = pointers_of(registry, model.id)
-    deployments = registry.list_deployments(model.id)
+    deployments = registry.deployments.list_deployments(model.id)
     production = pointers.get("production")
     dep = next((d for d in deployments if d.id == production), None) if production else None
     return {

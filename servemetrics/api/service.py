@@ -75,7 +75,7 @@ def gateway_target(config: Config) -> Target:
 def scrape_targets(registry: Registry, extra: tuple[Target, ...] = ()) -> list[Target]:
     """Every replica and trainer target of the registry with the labels the scraper attaches, then
     ``extra`` (``ingest.targets.targets_from_registry``)."""
-    return targets_from_registry(registry.list_targets(), registry.list_trainer_targets(), extra)
+    return targets_from_registry(registry.list_targets(), registry.trainers.list_trainer_targets(), extra)
 
 
 async def _refresh_targets(service: Service, scraper: Scraper) -> None:

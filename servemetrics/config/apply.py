@@ -115,12 +115,12 @@ def _make_dir(path: Path, key: str) -> None:
 
 def _apply(config: Config, registry: Registry) -> None:
     for org in config.organizations:
-        registry.ensure_organization(org.name)
+        registry.tenancy.ensure_organization(org.name)
         for key in org.api_keys:
-            registry.add_api_key_digest(
+            registry.tenancy.add_api_key_digest(
                 org.name, key.digest, key.type, model_ids=key.model_ids, name=key.name, source="config"
             )
-        registry.prune_config_keys(org.name, [key.digest for key in org.api_keys])
+        registry.tenancy.prune_config_keys(org.name, [key.digest for key in org.api_keys])
     for model in config.models:
         _apply_model(model, registry)
     for trainer in config.loops:
@@ -139,7 +139,7 @@ def _apply_trainer(trainer: TrainerDeploymentConfig, registry: Registry) -> None
         )
         for n in trainer.nodes
     ]
-    current = registry.trainer_deployment(trainer.id, None)
+    current = registry.trainers.trainer_deployment(trainer.id, None)
     sampler = trainer.sampler
     wanted = (
         trainer.name or trainer.id,
@@ -154,7 +154,7 @@ def _apply_trainer(trainer: TrainerDeploymentConfig, registry: Registry) -> None
         current.nodes,
     ):
         return  # unchanged: applying the same config twice changes nothing
-    registry.put_trainer_deployment(
+    registry.trainers.put_trainer_deployment(
         trainer.organization,
         trainer.id,
         wanted[0],
@@ -172,13 +172,13 @@ def _first_promotion_ms(model: ModelConfig, deployment: str | None = None) -> in
 
 
 def _apply_model(model: ModelConfig, registry: Registry) -> None:
-    registry.ensure_model(
+    registry.tenancy.ensure_model(
         model.id, model.name or model.id, model.organization, at_ms=_first_promotion_ms(model)
     )
     for dep in model.deployments:
         it = dep.instance_type
-        if registry.deployment(model.id, dep.id) is None:
-            registry.create_deployment(
+        if registry.deployments.deployment(model.id, dep.id) is None:
+            registry.deployments.create_deployment(
                 model.id,
                 dep.id,
                 dep.name or dep.id,
@@ -188,30 +188,30 @@ def _apply_model(model: ModelConfig, registry: Registry) -> None:
                 at_ms=_first_promotion_ms(model, dep.id),
             )
         else:
-            registry.rename_deployment(model.id, dep.id, dep.name or dep.id)
-            registry.set_instance_type(model.id, dep.id, it.gpu_type, it.gpu_count, it.name)
+            registry.deployments.rename_deployment(model.id, dep.id, dep.name or dep.id)
+            registry.deployments.set_instance_type(model.id, dep.id, it.gpu_type, it.gpu_count, it.name)
         for replica in dep.replicas:
-            registry.ensure_replica(model.id, dep.id, replica.id)
+            registry.deployments.ensure_replica(model.id, dep.id, replica.id)
             for url in replica.targets:
-                registry.ensure_target(model.id, dep.id, replica.id, url)
+                registry.deployments.ensure_target(model.id, dep.id, replica.id, url)
     for env in model.environments:
         _apply_environment(model.id, env, registry)
 
 
 def _apply_environment(model_id: str, env: EnvironmentConfig, registry: Registry) -> None:
-    if registry.environment(model_id, env.name) is None:
+    if registry.environments.environment(model_id, env.name) is None:
         first = min((p.at for p in env.promotions), default=None)
-        registry.create_environment(
+        registry.environments.create_environment(
             model_id, env.name, promotion_settings={"rolling_deploy": env.rolling_deploy}, at_ms=first
         )
     else:
-        registry.update_environment(
+        registry.environments.update_environment(
             model_id, env.name, promotion_settings={"rolling_deploy": env.rolling_deploy}
         )
     recorded: set[tuple[str, int]] = set()
     latest = None
-    for rec in registry.promotions(model_id, env.name):
-        for at, _action, _percent in registry.promotion_steps(rec.id):
+    for rec in registry.environments.promotions(model_id, env.name):
+        for at, _action, _percent in registry.environments.promotion_steps(rec.id):
             recorded.add((rec.deployment_id, at))
             latest = at if latest is None else max(latest, at)
     for p in sorted(env.promotions, key=lambda p: p.at):
@@ -228,16 +228,16 @@ def _apply_environment(model_id: str, env: EnvironmentConfig, registry: Registry
 
 
 def _apply_promotion(registry: Registry, model_id: str, env_name: str, p: PromotionConfig) -> None:
-    info = registry.environment(model_id, env_name)
+    info = registry.environments.environment(model_id, env_name)
     assert info is not None
     running = info.in_progress_promotion
     try:
         if running is not None and running.deployment_id == p.deployment:
-            registry.set_promotion_percent(model_id, env_name, p.percent, at_ms=p.at)
+            registry.environments.set_promotion_percent(model_id, env_name, p.percent, at_ms=p.at)
         elif running is None and info.current_deployment_id == p.deployment:
             return
         else:
-            registry.promote(
+            registry.environments.promote(
                 model_id,
                 env_name,
                 p.deployment,

@@ -153,7 +153,7 @@ class Gateway:
         self._health_changed(invalidate=False)
 
     def _read_settings(self, views: dict[str, DeploymentView]) -> dict[str, DeploymentInfo]:
-        found = {d: self.view.registry.deployment(v.labels.model_id, d) for d, v in views.items()}
+        found = {d: self.view.registry.deployments.deployment(v.labels.model_id, d) for d, v in views.items()}
         return {d: info for d, info in found.items() if info is not None}
 
     async def _refresh_loop(self) -> None:

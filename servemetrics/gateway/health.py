@@ -114,7 +114,7 @@ class Health:
     async def _record(self, replica: Replica, status: str, reason: str | None) -> None:
         try:
             await asyncio.to_thread(
-                self._registry.set_replica_status,
+                self._registry.deployments.set_replica_status,
                 replica.model_id,
                 replica.deployment_id,
                 replica.name,

@@ -157,7 +157,7 @@ class RegistryView:
         """The stored key ``raw_key`` is, or None."""
         registry = self.registry
         return await self._cached(
-            ("key", digest(raw_key)), lambda: asyncio.to_thread(registry.authenticate, raw_key)
+            ("key", digest(raw_key)), lambda: asyncio.to_thread(registry.tenancy.authenticate, raw_key)
         )
 
     async def model(self, model_id: str, organization_id: int) -> ModelInfo | None:
@@ -165,7 +165,7 @@ class RegistryView:
         registry = self.registry
         return await self._cached(
             ("model", model_id, organization_id),
-            lambda: asyncio.to_thread(registry.model, model_id, organization_id),
+            lambda: asyncio.to_thread(registry.tenancy.model, model_id, organization_id),
         )
 
     async def deployment(self, model_id: str, deployment_id: str) -> DeploymentInfo | None:
@@ -178,9 +178,9 @@ class RegistryView:
 
     def _deployment(self, model_id: str, deployment_id: str) -> DeploymentInfo | None:
         if deployment_id in ("production", "development"):
-            env = self.registry.environment(model_id, deployment_id)
+            env = self.registry.environments.environment(model_id, deployment_id)
             deployment_id = env.current_deployment_id or "" if env else ""
-        return self.registry.deployment(model_id, deployment_id) if deployment_id else None
+        return self.registry.deployments.deployment(model_id, deployment_id) if deployment_id else None
 
     async def serving(self, model_id: str, env_name: str) -> Serving | None:
         """Who serves the environment from now on (None: no such environment)."""
@@ -189,11 +189,11 @@ class RegistryView:
         )
 
     def _serving(self, model_id: str, env_name: str) -> Serving | None:
-        env = self.registry.environment(model_id, env_name)
+        env = self.registry.environments.environment(model_id, env_name)
         if env is None:
             return None
         now = self.clock_ms()
-        timeline = self.registry.serving_timeline(model_id, env_name, now, now + HORIZON_MS)
+        timeline = self.registry.environments.serving_timeline(model_id, env_name, now, now + HORIZON_MS)
         running = env.in_progress_promotion
         if running is None:
             return Serving(tuple(timeline), None, None, 0)

@@ -1,7 +1,7 @@
 """Split a window into value sets: grid points and promotion instants (DESIGN "Query semantics").
 
 A serving timeline is a sorted list of ``(instant_ms, deployment_ids)``: from each instant on, those
-deployments serve the environment (``Registry.serving_timeline``). Value sets start at the window start,
+deployments serve the environment (``Environments.serving_timeline``). Value sets start at the window start,
 at every multiple of the step inside the window and at every timeline instant inside the window; each
 spans until the next start, the last until the window end.
 """

@@ -1,4 +1,5 @@
-"""Events of a model: the nine kinds of the dashboard's overlay, each with time, kind and details."""
+"""The events part of the registry: events of a model, the nine kinds of the dashboard's overlay, each
+with time, kind and details; and the context (deployment, environment) other parts add to theirs."""
 
 from __future__ import annotations
 
@@ -8,8 +9,9 @@ from typing import Any
 from sqlalchemy import Connection, select
 
 from servemetrics.registry import tables as t
-from servemetrics.registry._base import RegistryBase
+from servemetrics.registry._base import RegistryCore
 from servemetrics.registry.records import EventInfo, InvalidValue
+from servemetrics.registry.rows import deployment_name
 
 EVENT_KINDS = t.EVENT_KINDS
 EVENT_TITLES: dict[str, str] = {
@@ -29,7 +31,7 @@ EVENT_TITLES: dict[str, str] = {
 def serving(conn: Connection, model_id: str) -> dict[str, tuple[str | None, str | None]]:
     """Environment name -> (current deployment id, candidate of a running promotion) of ``model_id``.
 
-    The rule of ``EnvironmentsMixin._env_info``: the latest promotion decides; SUCCEEDED -> its
+    The rule of ``rows.env_info``: the latest promotion decides; SUCCEEDED -> its
     deployment is current, otherwise its previous deployment is; a running one names its candidate.
     """
     e, p = t.environments, t.promotions
@@ -48,14 +50,6 @@ def serving(conn: Connection, model_id: str) -> dict[str, tuple[str | None, str 
         running = latest.status not in t.TERMINAL_PROMOTION_STATUSES
         out[env.name] = (current, latest.deployment_id if running else None)
     return out
-
-
-def deployment_name(conn: Connection, deployment_id: str | None) -> str | None:
-    """Display name of ``deployment_id`` (None when None or unknown)."""
-    if deployment_id is None:
-        return None
-    d = t.deployments
-    return conn.execute(select(d.c.name).where(d.c.id == deployment_id)).scalar_one_or_none()
 
 
 def deployment_context(conn: Connection, model_id: str, deployment_id: str) -> dict[str, Any]:
@@ -80,8 +74,11 @@ def environment_context(conn: Connection, model_id: str, environment: str) -> di
     }
 
 
-class EventsMixin(RegistryBase):
-    """``record_event`` and ``list_events``."""
+class Events:
+    """``record_event`` and ``list_events``, over a ``RegistryCore``."""
+
+    def __init__(self, core: RegistryCore) -> None:
+        self._core = core
 
     def record_event(
         self,
@@ -94,13 +91,12 @@ class EventsMixin(RegistryBase):
         details: dict[str, Any] | None = None,
     ) -> EventInfo:
         """Record an event; raises NotFound (no such model) or InvalidValue (unknown kind)."""
-        with self._write() as conn:
-            self._model_exists(conn, model_id)
-            return self._event(
+        with self._core.write(model_id) as conn:
+            return self._core.event(
                 conn,
                 model_id,
                 kind,
-                self._at(at_ms),
+                self._core.at(at_ms),
                 deployment_id=deployment_id,
                 environment=environment,
                 details=details,
@@ -109,7 +105,10 @@ class EventsMixin(RegistryBase):
     def list_events(
         self, model_id: str, start_ms: int, end_ms: int, kinds: Iterable[str] | None = None
     ) -> list[EventInfo]:
-        """Events of ``model_id`` with ``start_ms <= at_ms <= end_ms``, oldest first; ``kinds`` None = all."""
+        """Events of ``model_id`` with ``start_ms <= at_ms <= end_ms``, oldest first; ``kinds`` None = all.
+
+        Raises InvalidValue for an unknown kind.
+        """
         query = select(t.events).where(
             t.events.c.model_id == model_id, t.events.c.at_ms >= start_ms, t.events.c.at_ms <= end_ms
         )
@@ -119,7 +118,7 @@ class EventsMixin(RegistryBase):
             if bad:
                 raise InvalidValue(f"unknown event kinds {', '.join(bad)}; use {', '.join(EVENT_KINDS)}")
             query = query.where(t.events.c.kind.in_(wanted))
-        with self.engine.connect() as conn:
+        with self._core.read() as conn:
             rows = conn.execute(query.order_by(t.events.c.at_ms, t.events.c.id))
             return [
                 EventInfo(r.id, r.at_ms, r.kind, r.model_id, r.deployment_id, r.environment, r.details)

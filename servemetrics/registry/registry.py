@@ -1,26 +1,31 @@
 """``Registry``: models, deployments, environments, promotions, replicas, targets, events and API keys.
 
-One class assembled from small mixins (one module each); every method opens its own transaction, so a
-Registry can be shared by threads. Times are epoch ms; methods that change state take ``at_ms``
-(default: now from the clock).
+The registry is composed of parts, one module each, over one shared ``RegistryCore`` (engine, clock,
+key pepper, event recording): ``tenancy``, ``deployments``, ``environments``, ``events`` and
+``trainers``. Every method opens its own transaction, so a Registry can be shared by threads; reads that
+span parts (``list_targets``) are the Registry's own. Times are epoch ms; methods that change state take
+``at_ms`` (default: now from the clock).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, select
 from sqlalchemy.engine import make_url
 
+from servemetrics.registry import rows
 from servemetrics.registry import tables as t
-from servemetrics.registry._control import ControlMixin
-from servemetrics.registry._deployments import DeploymentsMixin
-from servemetrics.registry._tenancy import TenancyMixin
-from servemetrics.registry._trainers import TrainersMixin
-from servemetrics.registry.events import EventsMixin
+from servemetrics.registry._base import RegistryCore
+from servemetrics.registry.deployments import Deployments
+from servemetrics.registry.environments import Environments
+from servemetrics.registry.events import Events
 from servemetrics.registry.records import TargetInfo
+from servemetrics.registry.tenancy import Tenancy
+from servemetrics.registry.trainers import Trainers
 from servemetrics.timeutil import wall_clock_ms
 
 
@@ -43,21 +48,71 @@ def create_registry_engine(url: str) -> Engine:
     return engine
 
 
-class Registry(TenancyMixin, DeploymentsMixin, ControlMixin, EventsMixin, TrainersMixin):
-    """The registry over a SQLAlchemy ``engine``; pending migrations are applied on construction."""
+class Registry:
+    """The registry over a SQLAlchemy ``engine``; pending migrations are applied on construction.
+
+    Its parts: ``tenancy`` (organizations, API keys, models), ``deployments`` (deployments, replicas,
+    scrape targets), ``environments`` (environments, promotions, the serving timeline), ``events`` and
+    ``trainers`` (trainer deployments), all over one ``RegistryCore``.
+    """
+
+    tenancy: Tenancy
+    deployments: Deployments
+    environments: Environments
+    events: Events
+    trainers: Trainers
+
+    def __init__(self, engine: Engine, clock: Callable[[], int] = wall_clock_ms) -> None:
+        self._compose(RegistryCore(engine, clock))
+
+    def _compose(self, core: RegistryCore) -> None:
+        self._core = core
+        self.tenancy = Tenancy(core)
+        self.deployments = Deployments(core)
+        self.environments = Environments(core)
+        self.events = Events(core)
+        self.trainers = Trainers(core)
 
     @classmethod
     def open(cls, url: str, clock: Callable[[], int] = wall_clock_ms) -> Registry:
         """Open (and migrate) the registry at ``url``: ``sqlite:///path`` or ``postgresql+psycopg://...``."""
         return cls(create_registry_engine(url), clock)
 
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine (other tables in the same database use it, e.g. the gateway's)."""
+        return self._core.engine
+
+    @property
+    def version(self) -> int:
+        """How many writes through this registry have committed (``ChangeCounter``)."""
+        return self._core.changes.value
+
+    @property
+    def listeners(self) -> list[Callable[[], None]]:
+        """Called after each committed write, in the writing thread (``ChangeCounter``)."""
+        return self._core.changes.listeners
+
+    @contextmanager
+    def transaction(self) -> Iterator[Registry]:
+        """A registry whose parts share one transaction: committed when the block ends, rolled back
+        (nothing changed) when it raises. For one caller at a time (e.g. applying a config)."""
+        with self._core.transaction() as core:
+            view = Registry.__new__(Registry)
+            view._compose(core)
+            yield view
+
+    def close(self) -> None:
+        """Release the engine's connections."""
+        self._core.close()
+
     def _phases(self) -> dict[str, tuple[str, str]]:
         """deployment id -> (environment name, rollout phase) for deployments serving an environment."""
         out: dict[str, tuple[str, str]] = {}
-        with self.engine.connect() as conn:
-            rows = conn.execute(select(t.environments).order_by(t.environments.c.name)).all()
-            for row in rows:
-                env = self._env_info(conn, row)
+        with self._core.read() as conn:
+            found = conn.execute(select(t.environments).order_by(t.environments.c.name)).all()
+            for row in found:
+                env = rows.env_info(conn, row)
                 if env.candidate_deployment_id:
                     out.setdefault(env.candidate_deployment_id, (env.name, "promoting"))
                 if env.current_deployment_id:
@@ -86,8 +141,8 @@ class Registry(TenancyMixin, DeploymentsMixin, ControlMixin, EventsMixin, Traine
             .order_by(m.c.id, d.c.id, r.c.name, tg.c.id)
         )
         phases = self._phases()
-        with self.engine.connect() as conn:
-            rows = conn.execute(query).all()
+        with self._core.read() as conn:
+            found = conn.execute(query).all()
         return [
             TargetInfo(
                 row.url,
@@ -100,5 +155,5 @@ class Registry(TenancyMixin, DeploymentsMixin, ControlMixin, EventsMixin, Traine
                 labels=dict(row.labels or {}),
                 replica_status=row.replica_status,
             )
-            for row in rows
+            for row in found
         ]

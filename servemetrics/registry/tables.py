@@ -263,7 +263,7 @@ trainer_deployments = Table(
     Column("sampler_model_id", ForeignKey("models.id", ondelete="SET NULL"), nullable=True),
     Column("sampler_deployment_id", String(100), nullable=True),
 )
-"""Trainer (Loops) deployments (servemetrics/registry/_trainers.py, docs/loops.md)."""
+"""Trainer (Loops) deployments (servemetrics/registry/trainers.py, docs/loops.md)."""
 
 trainer_nodes = Table(
     "trainer_nodes",

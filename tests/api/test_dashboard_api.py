@@ -303,9 +303,9 @@ def test_gpu_usage_auth(client):
 
 def test_promoted_event_over_http_names_both_deployments(client):
     registry = client.app.state.service.registry
-    registry.create_environment("m1", "production", at_ms=at(1))
-    registry.promote("m1", "production", "d1", at_ms=at(2))
-    registry.promote("m1", "production", "d3", percent=50, at_ms=at(3))
+    registry.environments.create_environment("m1", "production", at_ms=at(1))
+    registry.environments.promote("m1", "production", "d1", at_ms=at(2))
+    registry.environments.promote("m1", "production", "d3", percent=50, at_ms=at(3))
     resp = get(
         client, "/v1/models/m1/events", start_epoch_millis=T0, end_epoch_millis=at(60), kinds="PROMOTED"
     )

@@ -26,19 +26,19 @@ BASE = "/v1/models/m1"
 def registry(tmp_path: Path) -> Iterator[Registry]:
     reg = Registry.open(f"sqlite:///{tmp_path / 'registry.sqlite3'}", clock=lambda: 1_700_000_000_000)
     for org in ("acme", "other"):
-        reg.ensure_organization(org)
-    reg.add_api_key("acme", "acme-manage-key", "WORKSPACE_MANAGE_ALL")
-    reg.add_api_key("acme", "acme-export-m1", "WORKSPACE_EXPORT_METRICS", model_ids=["m1"])
-    reg.add_api_key("acme", "acme-invoke-key", "WORKSPACE_INVOKE")
-    reg.add_api_key("other", "other-manage-key", "WORKSPACE_MANAGE_ALL")
-    reg.ensure_model("m1", "llama", "acme")
-    reg.ensure_model("m3", "mistral", "acme")
-    reg.ensure_model("m2", "whisper", "other")
-    reg.create_deployment("m1", "d1", "v1", gpu_type="H100", gpu_count=1, at_ms=1_000)
-    reg.create_deployment("m1", "d2", "v2", gpu_type="H100", gpu_count=2, at_ms=2_000)
-    reg.ensure_replica("m1", "d1", "r1")
-    reg.create_environment("m1", "production", at_ms=3_000)
-    reg.promote("m1", "production", "d1", at_ms=4_000)
+        reg.tenancy.ensure_organization(org)
+    reg.tenancy.add_api_key("acme", "acme-manage-key", "WORKSPACE_MANAGE_ALL")
+    reg.tenancy.add_api_key("acme", "acme-export-m1", "WORKSPACE_EXPORT_METRICS", model_ids=["m1"])
+    reg.tenancy.add_api_key("acme", "acme-invoke-key", "WORKSPACE_INVOKE")
+    reg.tenancy.add_api_key("other", "other-manage-key", "WORKSPACE_MANAGE_ALL")
+    reg.tenancy.ensure_model("m1", "llama", "acme")
+    reg.tenancy.ensure_model("m3", "mistral", "acme")
+    reg.tenancy.ensure_model("m2", "whisper", "other")
+    reg.deployments.create_deployment("m1", "d1", "v1", gpu_type="H100", gpu_count=1, at_ms=1_000)
+    reg.deployments.create_deployment("m1", "d2", "v2", gpu_type="H100", gpu_count=2, at_ms=2_000)
+    reg.deployments.ensure_replica("m1", "d1", "r1")
+    reg.environments.create_environment("m1", "production", at_ms=3_000)
+    reg.environments.promote("m1", "production", "d1", at_ms=4_000)
     yield reg
     reg.close()
 
@@ -134,7 +134,7 @@ def test_activate_deactivate_and_events(client: TestClient, registry: Registry) 
     assert client.post(f"{BASE}/deployments/d2/deactivate", headers=MANAGE).json() == {"success": True}
     assert client.get(f"{BASE}/deployments/d2", headers=MANAGE).json()["status"] == "INACTIVE"
     assert client.post(f"{BASE}/deployments/d2/activate", headers=MANAGE).json() == {"success": True}
-    kinds = [e.kind for e in registry.list_events("m1", 0, 10**15, ["ACTIVATED", "DEACTIVATED"])]
+    kinds = [e.kind for e in registry.events.list_events("m1", 0, 10**15, ["ACTIVATED", "DEACTIVATED"])]
     assert kinds == ["DEACTIVATED", "ACTIVATED"]
 
 
@@ -210,7 +210,7 @@ def test_rolling_promotion_control(client: TestClient, registry: Registry) -> No
     res = client.post(f"{env}/cancel_promotion", headers=MANAGE)
     assert res.status_code == 409 and "no promotion in progress" in res.json()["error"]
     now = 1_700_000_000_000
-    assert registry.serving_timeline("m1", "production", 0, now + 1) == [
+    assert registry.environments.serving_timeline("m1", "production", 0, now + 1) == [
         (0, frozenset()),
         (4_000, frozenset({"d1"})),
         (now, frozenset({"d2"})),
@@ -236,7 +236,7 @@ def test_instant_promote_cancel_and_environment_activation(client: TestClient, r
 
 
 def test_events_endpoint(client: TestClient, registry: Registry) -> None:
-    registry.update_autoscaling("m1", "d1", {"max_replica": 2}, at_ms=5_000)
+    registry.deployments.update_autoscaling("m1", "d1", {"max_replica": 2}, at_ms=5_000)
     res = client.get(f"{BASE}/events?start_epoch_millis=0&end_epoch_millis=10000", headers=EXPORT)
     assert [(e["epoch_millis"], e["kind"]) for e in res.json()["events"]] == [
         (1_000, "DEPLOYED"),
@@ -337,13 +337,13 @@ _ENV_ERRORS = [
 def test_environment_settings_are_typed_and_bad_ones_are_400(
     client: TestClient, registry: Registry, settings: dict, error: str
 ) -> None:
-    before = registry.environment("m1", "production")
+    before = registry.environments.environment("m1", "production")
     res = client.post(f"{BASE}/environments", headers=MANAGE, json={"name": "staging", **settings})
     assert (res.status_code, res.json()) == (400, {"error": f"invalid request: {error}"})
     res = client.patch(f"{BASE}/environments/production", headers=MANAGE, json=settings)
     assert (res.status_code, res.json()) == (400, {"error": f"invalid request: {error}"})
-    assert registry.environment("m1", "staging") is None
-    assert registry.environment("m1", "production") == before
+    assert registry.environments.environment("m1", "staging") is None
+    assert registry.environments.environment("m1", "production") == before
 
 
 def test_environment_min_above_max_is_400_and_good_settings_are_kept(client: TestClient) -> None:

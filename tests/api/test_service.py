@@ -36,9 +36,12 @@ def test_open_service_opens_every_part_and_closes_the_store(tmp_path):
     async def run() -> Service:
         async with open_service(config, clock=lambda: at(60), store=store) as service:
             assert (service.config, service.store, service.clock()) == (config, store, at(60))
-            assert [m.id for m in service.registry.list_models(service.registry.organization_id("acme"))] == [
-                "m1"
-            ]
+            assert [
+                m.id
+                for m in service.registry.tenancy.list_models(
+                    service.registry.tenancy.organization_id("acme")
+                )
+            ] == ["m1"]
             assert service.gateway is not None and service.scraper is not None
             assert store.stats().series == 1
             return service

@@ -256,7 +256,7 @@ def test_unknown_query_parameters_are_400(client):
 
 def test_terminated_replicas_leave_and_an_empty_list_is_200(client):
     registry = client.app.state.service.registry
-    registry.terminate_replica("m2", "e1", "e1-r1")
+    registry.deployments.terminate_replica("m2", "e1", "e1-r1")
     assert get(client, SCOPED_KEY).json() == [trainer_group("10.0.2.5:9100", "t2", "n0")]
     resp = get(client, EMPTY_KEY)  # an organization with no models nor trainers
     assert resp.status_code == 200 and resp.json() == []

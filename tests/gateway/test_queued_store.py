@@ -24,8 +24,8 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Queu
     else:
         url = fresh_pg_url(request.getfixturevalue("pg_url"))
     registry = Registry.open(url)
-    org = registry.ensure_organization("acme")
-    registry.ensure_model("m1", "llama", "acme")
+    org = registry.tenancy.ensure_organization("acme")
+    registry.tenancy.ensure_model("m1", "llama", "acme")
     yield QueuedStore(registry.engine), org
     registry.close()
 

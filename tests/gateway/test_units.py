@@ -127,24 +127,24 @@ def test_registry_writes_move_the_version_and_the_view_drops_its_cache(tmp_path)
     registry = Registry.open(f"sqlite:///{tmp_path / 'registry.sqlite3'}")
     woken: list[int] = []
     registry.listeners.append(lambda: woken.append(registry.version))
-    registry.ensure_organization("acme")
+    registry.tenancy.ensure_organization("acme")
     assert registry.version == 1 and woken == [1]
     with registry.transaction() as tx:  # counted once, when it commits
-        tx.ensure_model("m1", "llama", "acme")
-        tx.ensure_model("m2", "other", "acme")
+        tx.tenancy.ensure_model("m1", "llama", "acme")
+        tx.tenancy.ensure_model("m2", "other", "acme")
         assert registry.version == 1
     assert registry.version == 2 and woken == [1, 2]
-    registry.model("m1", None)  # a read counts nothing
+    registry.tenancy.model("m1", None)  # a read counts nothing
     assert registry.version == 2
 
     async def run() -> None:
         view = RegistryView(registry, lambda: 0, ttl_s=60)
         view.watch()
-        org = registry.organization_id("acme")
+        org = registry.tenancy.organization_id("acme")
         assert org is not None
         first = await view.model("m1", org)
         assert first is not None and first.name == "llama"
-        await asyncio.to_thread(registry.ensure_model, "m1", "renamed", "acme")  # a write in a thread
+        await asyncio.to_thread(registry.tenancy.ensure_model, "m1", "renamed", "acme")  # a write in a thread
         await asyncio.sleep(0)
         assert view.changed.is_set()  # the refresh is woken
         again = await view.model("m1", org)

@@ -43,12 +43,12 @@ def registry(registry_url: str, clock: Clock) -> Iterator[Registry]:
 @pytest.fixture
 def seeded(registry: Registry) -> Registry:
     """acme owns model m1 (deployments d1, d2, d3; environment production); other owns model m2 (e1)."""
-    registry.ensure_organization("acme")
-    registry.ensure_organization("other")
-    registry.ensure_model("m1", "llama", "acme")
-    registry.ensure_model("m2", "whisper", "other")
+    registry.tenancy.ensure_organization("acme")
+    registry.tenancy.ensure_organization("other")
+    registry.tenancy.ensure_model("m1", "llama", "acme")
+    registry.tenancy.ensure_model("m2", "whisper", "other")
     for dep in ("d1", "d2", "d3"):
-        registry.create_deployment("m1", dep, f"v-{dep}", gpu_type="H100", gpu_count=1)
-    registry.create_deployment("m2", "e1", "v1")
-    registry.create_environment("m1", "production")
+        registry.deployments.create_deployment("m1", dep, f"v-{dep}", gpu_type="H100", gpu_count=1)
+    registry.deployments.create_deployment("m2", "e1", "v1")
+    registry.environments.create_environment("m1", "production")
     return registry

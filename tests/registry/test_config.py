@@ -176,17 +176,19 @@ def test_apply_is_idempotent_and_builds_the_timeline(registry: Registry) -> None
     apply_config(config, registry)  # type: ignore[arg-type]
     assert _counts(registry) == first
     assert first["api_keys"] == 3 and first["targets"] == 3 and first["promotions"] == 2
-    assert registry.serving_timeline("m1", "production", T0 - 1, T0 + 7_200_000) == [
+    assert registry.environments.serving_timeline("m1", "production", T0 - 1, T0 + 7_200_000) == [
         (T0 - 1, frozenset()),
         (T0, frozenset({"d1"})),
         (T0 + 3_600_000, frozenset({"d1", "d2"})),
         (T0 + 5_400_000, frozenset({"d2"})),
     ]
-    key = registry.authenticate("acme-export-key-456")
+    key = registry.tenancy.authenticate("acme-export-key-456")
     assert key is not None and key.model_ids == frozenset({"m1"}) and key.organization_name == "acme"
-    d2 = registry.deployment("m1", "d2")
+    d2 = registry.deployments.deployment("m1", "d2")
     assert d2 is not None and (d2.instance_type_name, d2.name) == ("2xH100", "v2")
-    deployed = [(e.at_ms, e.deployment_id) for e in registry.list_events("m1", 0, 10**15, ["DEPLOYED"])]
+    deployed = [
+        (e.at_ms, e.deployment_id) for e in registry.events.list_events("m1", 0, 10**15, ["DEPLOYED"])
+    ]
     assert deployed == [(T0, "d1"), (T0 + 3_600_000, "d2")]  # dated by the file's first promotion of each
     with registry.engine.connect() as conn:
         stored = [str(v) for r in conn.execute(t.api_keys.select()) for v in r]
@@ -200,13 +202,13 @@ def test_reapply_appends_promotions_changes_instance_type_and_drops_removed_keys
     )
     changed += '          - {deployment: d1, at: "2026-03-01T15:00:00Z"}\n'
     apply_config(_parse(changed), registry)  # type: ignore[arg-type]
-    assert registry.serving_timeline("m1", "production", T0 + 6_000_000, T0 + 20_000_000) == [
+    assert registry.environments.serving_timeline("m1", "production", T0 + 6_000_000, T0 + 20_000_000) == [
         (T0 + 6_000_000, frozenset({"d2"})),
         (T0 + 10_800_000, frozenset({"d1"})),
     ]
-    assert registry.authenticate("acme-export-key-456") is None
-    assert registry.authenticate("acme-manage-key-123") is not None
-    assert [e.kind for e in registry.list_events("m1", 0, 10**15, ["INSTANCE_TYPE_CHANGED"])] == [
+    assert registry.tenancy.authenticate("acme-export-key-456") is None
+    assert registry.tenancy.authenticate("acme-manage-key-123") is not None
+    assert [e.kind for e in registry.events.list_events("m1", 0, 10**15, ["INSTANCE_TYPE_CHANGED"])] == [
         "INSTANCE_TYPE_CHANGED"
     ]
     older = changed + '          - {deployment: d2, at: "2026-03-01T14:00:00Z"}\n'
@@ -351,15 +353,15 @@ def test_a_failing_apply_changes_nothing(registry: Registry) -> None:
         "latest recorded change (1772371800000 ms); promotions can only be appended to the history"
     )
     assert _counts(registry) == before
-    assert registry.authenticate("acme-new-key") is None
-    d1 = registry.deployment("m1", "d1")
+    assert registry.tenancy.authenticate("acme-new-key") is None
+    d1 = registry.deployments.deployment("m1", "d1")
     assert d1 is not None and d1.name == "v1"
 
 
 def test_a_registry_refusal_is_a_config_error_and_changes_nothing(registry: Registry) -> None:
-    registry.ensure_organization("acme")
-    registry.ensure_model("elsewhere", "x", "acme")
-    registry.create_deployment("elsewhere", "d2", "taken")
+    registry.tenancy.ensure_organization("acme")
+    registry.tenancy.ensure_model("elsewhere", "x", "acme")
+    registry.deployments.create_deployment("elsewhere", "d2", "taken")
     before = _counts(registry)
     with pytest.raises(ConfigError) as err:
         apply_config(_parse(CONFIG), registry)  # type: ignore[arg-type]

@@ -10,31 +10,32 @@ from __future__ import annotations
 from typing import Any
 
 from servemetrics.registry import EVENT_KINDS, Registry
-from servemetrics.registry._environments import DEFAULT_PROMOTION_SETTINGS
+from servemetrics.registry.environment_settings import DEFAULT_PROMOTION_SETTINGS
 from servemetrics.registry.records import AutoscalingSettings
 
 
 def _events(reg: Registry, kind: str) -> list[tuple[int, str | None, str | None, dict[str, Any]]]:
     return [
-        (e.at_ms, e.deployment_id, e.environment, e.details) for e in reg.list_events("m1", 0, 10**9, [kind])
+        (e.at_ms, e.deployment_id, e.environment, e.details)
+        for e in reg.events.list_events("m1", 0, 10**9, [kind])
     ]
 
 
 def _story(reg: Registry) -> None:
-    reg.promote("m1", "production", "d1", at_ms=2_000)
-    reg.promote("m1", "production", "d2", percent=25, at_ms=3_000)
-    reg.pause_promotion("m1", "production", at_ms=4_000)
-    reg.force_roll_forward_promotion("m1", "production", at_ms=5_000)
-    reg.update_autoscaling("m1", "d2", {"max_replica": 3}, at_ms=6_000)
-    reg.set_instance_type("m1", "d3", "A100", 2, at_ms=7_000)
-    reg.deactivate_deployment("m1", "d1", at_ms=8_000)
-    reg.ensure_replica("m1", "d2", "r1", at_ms=8_500)
-    reg.terminate_replica("m1", "d2", "r1", at_ms=9_000)
-    reg.update_environment(
+    reg.environments.promote("m1", "production", "d1", at_ms=2_000)
+    reg.environments.promote("m1", "production", "d2", percent=25, at_ms=3_000)
+    reg.environments.pause_promotion("m1", "production", at_ms=4_000)
+    reg.environments.force_roll_forward_promotion("m1", "production", at_ms=5_000)
+    reg.deployments.update_autoscaling("m1", "d2", {"max_replica": 3}, at_ms=6_000)
+    reg.deployments.set_instance_type("m1", "d3", "A100", 2, at_ms=7_000)
+    reg.deployments.deactivate_deployment("m1", "d1", at_ms=8_000)
+    reg.deployments.ensure_replica("m1", "d2", "r1", at_ms=8_500)
+    reg.deployments.terminate_replica("m1", "d2", "r1", at_ms=9_000)
+    reg.environments.update_environment(
         "m1", "production", promotion_settings={"ramp_up_duration_seconds": 60}, at_ms=10_000
     )
-    reg.deactivate_environment("m1", "production", at_ms=11_000)
-    reg.create_deployment("m1", "d4", "v-d4", environment="staging", at_ms=12_000)
+    reg.environments.deactivate_environment("m1", "production", at_ms=11_000)
+    reg.deployments.create_deployment("m1", "d4", "v-d4", environment="staging", at_ms=12_000)
 
 
 def test_promoted_names_both_deployments(seeded: Registry) -> None:
@@ -201,7 +202,7 @@ def test_activation_of_a_deployment_and_of_an_environment(seeded: Registry) -> N
             "new": {"active": False},
         },
     )
-    seeded.activate_environment("m1", "production", at_ms=13_000)
+    seeded.environments.activate_environment("m1", "production", at_ms=13_000)
     assert _events(seeded, "ACTIVATED")[-1][3]["new"] == {"active": True}
 
 
@@ -230,8 +231,8 @@ def test_environment_updated_has_old_and_new_settings(seeded: Registry) -> None:
 
 def test_every_kind_has_the_hover_fields(seeded: Registry) -> None:
     _story(seeded)
-    seeded.activate_deployment("m1", "d1", at_ms=14_000)
-    events = seeded.list_events("m1", 0, 10**9)
+    seeded.deployments.activate_deployment("m1", "d1", at_ms=14_000)
+    events = seeded.events.list_events("m1", 0, 10**9)
     assert {e.kind for e in events} == set(EVENT_KINDS)
     for e in events:
         assert {"deployment_id", "deployment_name", "environment", "old", "new"} <= set(e.details), e

@@ -10,7 +10,7 @@ from servemetrics.registry import InvalidValue, Registry, RegistryError, Trainer
 
 @pytest.fixture
 def org(registry: Registry) -> None:
-    registry.ensure_organization("acme")
+    registry.tenancy.ensure_organization("acme")
 
 
 @pytest.mark.parametrize(
@@ -43,7 +43,7 @@ def test_a_bad_node_is_a_registry_error(
     registry: Registry, org: None, node: TrainerNode, message: str
 ) -> None:
     with pytest.raises(InvalidValue) as err:
-        registry.put_trainer_deployment("acme", "t1", "t1", [node])
+        registry.trainers.put_trainer_deployment("acme", "t1", "t1", [node])
     assert isinstance(err.value, RegistryError)
     assert str(err.value) == message
-    assert registry.trainer_deployment("t1", None) is None
+    assert registry.trainers.trainer_deployment("t1", None) is None

@@ -28,43 +28,46 @@ NODES = [
 
 @pytest.fixture
 def org(registry: Registry) -> int:
-    org_id = registry.ensure_organization("acme")
-    registry.ensure_organization("other")
-    registry.ensure_model("m1", "sampler", "acme")
-    registry.create_deployment("m1", "d1", "v1")
+    org_id = registry.tenancy.ensure_organization("acme")
+    registry.tenancy.ensure_organization("other")
+    registry.tenancy.ensure_model("m1", "sampler", "acme")
+    registry.deployments.create_deployment("m1", "d1", "v1")
     return org_id
 
 
 def test_put_and_read_back_with_the_leader_first(registry: Registry, org: int, clock) -> None:
     clock.now_ms = 5_000
-    info = registry.put_trainer_deployment(
+    info = registry.trainers.put_trainer_deployment(
         "acme", "t1", "trainer", NODES, sampler_model_id="m1", sampler_deployment_id="d1"
     )
     assert (info.id, info.name, info.organization_id, info.created_at_ms) == ("t1", "trainer", org, 5_000)
     assert (info.sampler_model_id, info.sampler_deployment_id) == ("m1", "d1")
     assert [n.node_id for n in info.nodes] == ["l0", "w1"] and info.leader == NODES[1]
-    assert registry.trainer_deployment("t1", org) == info
-    assert registry.trainer_deployment("t1", None) == info
-    assert registry.trainer_deployment("t1", org + 1) is None  # another organization's: invisible
-    assert registry.list_trainer_deployments(org) == [info]
-    assert registry.list_trainer_deployments(org, "m1") == [info]
-    assert registry.list_trainer_deployments(org, "m2") == []
+    assert registry.trainers.trainer_deployment("t1", org) == info
+    assert registry.trainers.trainer_deployment("t1", None) == info
+    assert registry.trainers.trainer_deployment("t1", org + 1) is None  # another organization's: invisible
+    assert registry.trainers.list_trainer_deployments(org) == [info]
+    assert registry.trainers.list_trainer_deployments(org, "m1") == [info]
+    assert registry.trainers.list_trainer_deployments(org, "m2") == []
 
 
 def test_replacing_nodes_and_the_scrape_targets(registry: Registry, org: int) -> None:
-    registry.put_trainer_deployment("acme", "t1", "trainer", NODES)
-    assert registry.list_trainer_targets() == [
+    registry.trainers.put_trainer_deployment("acme", "t1", "trainer", NODES)
+    assert registry.trainers.list_trainer_targets() == [
         TrainerTargetInfo("http://10.0.0.2:9400/metrics", "dcgm", "t1", "w1", "worker"),  # declared order
         TrainerTargetInfo(DCGM.url, "dcgm", "t1", "l0", "leader"),
         TrainerTargetInfo(REQS.url, "requests", "t1", "l0", "leader"),
     ]
-    info = registry.put_trainer_deployment("acme", "t1", "renamed", [NODES[1]])
+    info = registry.trainers.put_trainer_deployment("acme", "t1", "renamed", [NODES[1]])
     assert info.name == "renamed" and [n.node_id for n in info.nodes] == ["l0"]
-    assert [t.node_id for t in registry.list_trainer_targets()] == ["l0", "l0"]
-    registry.delete_trainer_deployment("t1")
-    assert registry.trainer_deployment("t1", None) is None and registry.list_trainer_targets() == []
+    assert [t.node_id for t in registry.trainers.list_trainer_targets()] == ["l0", "l0"]
+    registry.trainers.delete_trainer_deployment("t1")
+    assert (
+        registry.trainers.trainer_deployment("t1", None) is None
+        and registry.trainers.list_trainer_targets() == []
+    )
     with pytest.raises(NotFound):
-        registry.delete_trainer_deployment("t1")
+        registry.trainers.delete_trainer_deployment("t1")
 
 
 @pytest.mark.parametrize(
@@ -81,25 +84,25 @@ def test_replacing_nodes_and_the_scrape_targets(registry: Registry, org: int) ->
 )
 def test_invalid_nodes(registry: Registry, org: int, nodes, error, message) -> None:
     with pytest.raises(error, match=message):
-        registry.put_trainer_deployment("acme", "t1", "trainer", nodes)
+        registry.trainers.put_trainer_deployment("acme", "t1", "trainer", nodes)
 
 
 def test_ids_and_samplers_are_checked(registry: Registry, org: int) -> None:
     with pytest.raises(Conflict, match="model deployment's id"):
-        registry.put_trainer_deployment("acme", "d1", "trainer", NODES)
-    registry.put_trainer_deployment("other", "tx", "trainer", NODES)
+        registry.trainers.put_trainer_deployment("acme", "d1", "trainer", NODES)
+    registry.trainers.put_trainer_deployment("other", "tx", "trainer", NODES)
     with pytest.raises(Conflict, match="is taken"):
-        registry.put_trainer_deployment("acme", "tx", "trainer", NODES)
+        registry.trainers.put_trainer_deployment("acme", "tx", "trainer", NODES)
     with pytest.raises(NotFound, match="no organization"):
-        registry.put_trainer_deployment("nobody", "t9", "trainer", NODES)
+        registry.trainers.put_trainer_deployment("nobody", "t9", "trainer", NODES)
     with pytest.raises(NotFound, match="no model 'm1' in the trainer's organization"):
-        registry.put_trainer_deployment("other", "t9", "trainer", NODES, sampler_model_id="m1")
+        registry.trainers.put_trainer_deployment("other", "t9", "trainer", NODES, sampler_model_id="m1")
     with pytest.raises(NotFound, match="has no deployment 'd9'"):
-        registry.put_trainer_deployment(
+        registry.trainers.put_trainer_deployment(
             "acme", "t9", "t", NODES, sampler_model_id="m1", sampler_deployment_id="d9"
         )
     with pytest.raises(InvalidValue, match="needs its model"):
-        registry.put_trainer_deployment("acme", "t9", "t", NODES, sampler_deployment_id="d1")
+        registry.trainers.put_trainer_deployment("acme", "t9", "t", NODES, sampler_deployment_id="d1")
 
 
 def test_migration_is_named_and_last() -> None:
@@ -136,17 +139,21 @@ loops:
 def test_config_loops_section_applies_idempotently(registry: Registry) -> None:
     config = parse_config(yaml.safe_load(CONFIG))
     apply_config(config, registry)
-    org = registry.organization_id("acme")
+    org = registry.tenancy.organization_id("acme")
     assert org is not None
-    first = registry.trainer_deployment("t1", org)
+    first = registry.trainers.trainer_deployment("t1", org)
     assert first is not None and first.name == "my trainer" and first.sampler_deployment_id == "d1"
     assert [(n.node_id, n.role, n.gpu_ranks, n.pod) for n in first.nodes] == [
         ("node-0", "leader", (0, 1), "trainer-0"),
         ("node-1", "worker", (0, 1), None),  # role defaults to worker
     ]
     apply_config(config, registry)
-    assert registry.trainer_deployment("t1", org) == first
-    assert [t.kind for t in registry.list_trainer_targets()] == ["dcgm", "kubelet_summary", "node_exporter"]
+    assert registry.trainers.trainer_deployment("t1", org) == first
+    assert [t.kind for t in registry.trainers.list_trainer_targets()] == [
+        "dcgm",
+        "kubelet_summary",
+        "node_exporter",
+    ]
 
 
 @pytest.mark.parametrize(

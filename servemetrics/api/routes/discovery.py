@@ -52,7 +52,9 @@ def sd_group(url_text: str, registry_labels: Mapping[str, str]) -> dict[str, Any
 
 def organization_targets(registry: Registry, key: KeyInfo) -> list[TargetInfo]:
     """Targets (replicas STARTING or ACTIVE) of the models of the key's organization it may read."""
-    readable = {m.id for m in registry.list_models(key.organization_id) if can_read_metrics(key, m.id)}
+    readable = {
+        m.id for m in registry.tenancy.list_models(key.organization_id) if can_read_metrics(key, m.id)
+    }
     return [t for t in registry.list_targets() if t.model_id in readable]
 
 
@@ -62,7 +64,7 @@ def trainer_targets(registry: Registry, key: KeyInfo) -> list[tuple[str, dict[st
     then target as declared; ``kubelet_summary`` targets left out. Labels as our scraper attaches:
     ``deployment_id`` = the trainer's id, ``node_id``."""
     out = []
-    for trainer in registry.list_trainer_deployments(key.organization_id):
+    for trainer in registry.trainers.list_trainer_deployments(key.organization_id):
         if not trainer_visible(key, trainer):
             continue
         for node in trainer.nodes:

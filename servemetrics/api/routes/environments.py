@@ -34,7 +34,7 @@ def _environment_v1(registry: Registry, env: EnvironmentInfo) -> dict[str, Any]:
 @router.get("/models/{model_id}/environments")
 def list_environments(registry: RegistryDep, model: ReadModel) -> dict[str, Any]:
     """``{environments: [EnvironmentV1]}``."""
-    envs = registry.list_environments(model.id)
+    envs = registry.environments.list_environments(model.id)
     pointers = {e.name: e.current_deployment_id for e in envs if e.current_deployment_id}
     deployments = deployments_of(registry, model.id)
     return {"environments": [environment_v1(e, pointers, deployments) for e in envs]}
@@ -46,7 +46,7 @@ def create_environment(registry: RegistryDep, model: ManageModel, body: Environm
 
     ``request_backpressure_settings`` is validated; the environment reports its serving deployment's.
     """
-    env = registry.create_environment(
+    env = registry.environments.create_environment(
         model.id,
         body.name,
         promotion_settings=settings(body.promotion_settings),
@@ -67,7 +67,7 @@ def update_environment(
 ) -> dict[str, Any]:
     """Update settings (records ENVIRONMENT_UPDATED) → ``{environment, status, message}``."""
     resolve_environment(registry, model, env_name)
-    env = registry.update_environment(
+    env = registry.environments.update_environment(
         model.id,
         env_name,
         promotion_settings=settings(body.promotion_settings),
@@ -85,8 +85,8 @@ def promote(registry: RegistryDep, model: ManageModel, env_name: str, body: Prom
     """Promote a deployment (instant, or rolling per settings / ``percent``) → ``DeploymentV1``."""
     resolve_environment(registry, model, env_name)
     d = resolve_deployment(registry, model, body.deployment_id)
-    registry.promote(model.id, env_name, d.id, percent=body.percent, rolling=body.rolling)
-    found = registry.deployment(model.id, d.id)
+    registry.environments.promote(model.id, env_name, d.id, percent=body.percent, rolling=body.rolling)
+    found = registry.deployments.deployment(model.id, d.id)
     assert found is not None
     return deployment_v1(found, pointers_of(registry, model.id))
 
@@ -100,21 +100,21 @@ def _known(registry: Registry, model: ModelInfo, env_name: str) -> str:
 @router.post(f"{ENV}/activate")
 def activate_environment(registry: RegistryDep, model: ManageModel, env_name: str) -> dict[str, bool]:
     """Let the environment serve again → ``{success}``."""
-    registry.activate_environment(model.id, _known(registry, model, env_name))
+    registry.environments.activate_environment(model.id, _known(registry, model, env_name))
     return SUCCESS
 
 
 @router.post(f"{ENV}/deactivate")
 def deactivate_environment(registry: RegistryDep, model: ManageModel, env_name: str) -> dict[str, bool]:
     """Stop the environment serving → ``{success}``."""
-    registry.deactivate_environment(model.id, _known(registry, model, env_name))
+    registry.environments.deactivate_environment(model.id, _known(registry, model, env_name))
     return SUCCESS
 
 
 @router.post(f"{ENV}/cancel_promotion")
 def cancel_promotion(registry: RegistryDep, model: ManageModel, env_name: str) -> dict[str, str]:
     """Cancel the running promotion → ``{status: CANCELED, message}``; 409 if none is running."""
-    promotion = registry.cancel_promotion(model.id, _known(registry, model, env_name))
+    promotion = registry.environments.cancel_promotion(model.id, _known(registry, model, env_name))
     return {"status": promotion.status, "message": f"promotion of {promotion.deployment_id} canceled"}
 
 
@@ -124,7 +124,9 @@ def set_promotion_percent(
 ) -> dict[str, Any]:
     """Move the running rolling promotion to ``percent`` % of traffic on the new deployment (100
     completes it) → ``{status, percent_traffic_to_new_version}``; 409 if none is running."""
-    promotion = registry.set_promotion_percent(model.id, _known(registry, model, env_name), body.percent)
+    promotion = registry.environments.set_promotion_percent(
+        model.id, _known(registry, model, env_name), body.percent
+    )
     return {
         "status": promotion.status,
         "percent_traffic_to_new_version": promotion.percent_traffic_to_new_version,
@@ -134,26 +136,26 @@ def set_promotion_percent(
 @router.post(f"{ENV}/pause_promotion")
 def pause_promotion(registry: RegistryDep, model: ManageModel, env_name: str) -> dict[str, bool]:
     """Pause the running rolling promotion → ``{success}``; 409 if none is running."""
-    registry.pause_promotion(model.id, _known(registry, model, env_name))
+    registry.environments.pause_promotion(model.id, _known(registry, model, env_name))
     return SUCCESS
 
 
 @router.post(f"{ENV}/resume_promotion")
 def resume_promotion(registry: RegistryDep, model: ManageModel, env_name: str) -> dict[str, bool]:
     """Resume a paused promotion → ``{success}``; 409 if it is not paused."""
-    registry.resume_promotion(model.id, _known(registry, model, env_name))
+    registry.environments.resume_promotion(model.id, _known(registry, model, env_name))
     return SUCCESS
 
 
 @router.post(f"{ENV}/force_cancel_promotion")
 def force_cancel_promotion(registry: RegistryDep, model: ManageModel, env_name: str) -> dict[str, bool]:
     """Cancel now and roll back → ``{success}``; 409 if none is running."""
-    registry.force_cancel_promotion(model.id, _known(registry, model, env_name))
+    registry.environments.force_cancel_promotion(model.id, _known(registry, model, env_name))
     return SUCCESS
 
 
 @router.post(f"{ENV}/force_roll_forward_promotion")
 def force_roll_forward_promotion(registry: RegistryDep, model: ManageModel, env_name: str) -> dict[str, bool]:
     """Complete the promotion now → ``{success}``; 409 if none is running."""
-    registry.force_roll_forward_promotion(model.id, _known(registry, model, env_name))
+    registry.environments.force_roll_forward_promotion(model.id, _known(registry, model, env_name))
     return SUCCESS

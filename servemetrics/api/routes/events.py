@@ -62,5 +62,5 @@ def list_events(
     """Events in ``[start, end]`` (end defaults to now, start to end − 1 h), oldest first, of ``kinds``
     (repeat ``kinds=`` or separate with commas; all kinds when absent) → ``{events: [...]}``."""
     start, end = events_window(start_epoch_millis, end_epoch_millis, clock())
-    events = registry.list_events(model.id, start, end, event_kinds(kinds))
+    events = registry.events.list_events(model.id, start, end, event_kinds(kinds))
     return {"events": [event_v1(e) for e in events]}

@@ -81,16 +81,16 @@ def replica_v1(r: ReplicaInfo, targets: list[str]) -> dict[str, Any]:
 def create_model(registry: RegistryDep, key: ManageAuth, body: ModelCreate) -> dict[str, Any]:
     """Create a model of the caller's organization → ``ModelV1``; 409 when the id is taken."""
     model_id = body.id or _new_id("m")
-    if registry.model(model_id, None) is not None:
+    if registry.tenancy.model(model_id, None) is not None:
         raise ApiError(409, f"model id {model_id!r} is taken; choose another id or omit it")
-    return model_v1(registry, registry.ensure_model(model_id, body.name, key.organization_name))
+    return model_v1(registry, registry.tenancy.ensure_model(model_id, body.name, key.organization_name))
 
 
 @router.post("/models/{model_id}/deployments", status_code=201)
 def create_deployment(registry: RegistryDep, model: ManageModel, body: DeploymentCreate) -> dict[str, Any]:
     """Create a deployment (records DEPLOYED) → ``DeploymentV1``; 409 when the id is taken."""
     dep_id = body.id or _new_id("d")
-    found = registry.create_deployment(
+    found = registry.deployments.create_deployment(
         model.id,
         dep_id,
         body.name,
@@ -114,7 +114,9 @@ def list_replicas(registry: RegistryDep, model: ReadModel, deployment_id: str) -
     dep = resolve_deployment(registry, model, deployment_id)
     targets = _targets_by_replica(registry, dep.id)
     return {
-        "replicas": [replica_v1(r, targets.get(r.id, [])) for r in registry.list_replicas(model.id, dep.id)]
+        "replicas": [
+            replica_v1(r, targets.get(r.id, [])) for r in registry.deployments.list_replicas(model.id, dep.id)
+        ]
     }
 
 
@@ -124,7 +126,7 @@ def add_replica(
 ) -> dict[str, Any]:
     """Register a replica and its scrape targets (scraped from the next target refresh, within 30 s)."""
     dep = resolve_deployment(registry, model, deployment_id)
-    replica = registry.ensure_replica(model.id, dep.id, body.id)
+    replica = registry.deployments.ensure_replica(model.id, dep.id, body.id)
     for url in body.targets:
-        registry.ensure_target(model.id, dep.id, body.id, url)
+        registry.deployments.ensure_target(model.id, dep.id, body.id, url)
     return replica_v1(replica, _targets_by_replica(registry, dep.id).get(body.id, []))

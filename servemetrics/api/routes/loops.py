@@ -58,7 +58,7 @@ def shown_id(value: str) -> str:
 def resolve_trainer(registry: Registry, key: KeyInfo, deployment_id: str) -> TrainerDeploymentInfo:
     """Trainer deployment ``deployment_id`` visible to ``key`` (404 otherwise), if the key may read
     metrics (403 for a key type that never may)."""
-    trainer = registry.trainer_deployment(deployment_id, key.organization_id)
+    trainer = registry.trainers.trainer_deployment(deployment_id, key.organization_id)
     if trainer is None or not trainer_visible(key, trainer):
         raise not_found(f"no trainer deployment {shown_id(deployment_id)!r}; {_LIST}")
     require_org_metrics_read(key)
@@ -108,7 +108,7 @@ def list_trainer_deployments(request: Request, registry: RegistryDep, key: Auth)
     query parameter (it takes none), 403 for a key that may not read metrics."""
     reject_unknown_params(request, ())
     require_org_metrics_read(key)
-    found = registry.list_trainer_deployments(key.organization_id)
+    found = registry.trainers.list_trainer_deployments(key.organization_id)
     return {"deployments": [trainer_v1(t) for t in found if trainer_visible(key, t)]}
 
 
@@ -130,7 +130,7 @@ def trainers_of_model(request: Request, registry: RegistryDep, model: ReadModel)
     reject_unknown_params(request, ())
     return {
         "deployments": [
-            trainer_v1(t) for t in registry.list_trainer_deployments(model.organization_id, model.id)
+            trainer_v1(t) for t in registry.trainers.list_trainer_deployments(model.organization_id, model.id)
         ]
     }
 

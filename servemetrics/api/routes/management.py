@@ -26,7 +26,9 @@ SUCCESS = {"success": True}
 @router.get("/models")
 def list_models(registry: RegistryDep, key: Auth, name: str | None = None) -> dict[str, Any]:
     """``ModelsV1``: the caller's organization's models the key may read (``?name=`` filters)."""
-    models = [m for m in registry.list_models(key.organization_id, name) if can_read_metrics(key, m.id)]
+    models = [
+        m for m in registry.tenancy.list_models(key.organization_id, name) if can_read_metrics(key, m.id)
+    ]
     return {"models": [model_v1(registry, m) for m in models]}
 
 
@@ -40,7 +42,11 @@ def get_model(registry: RegistryDep, model: ReadModel) -> dict[str, Any]:
 def list_deployments(registry: RegistryDep, model: ReadModel, name: str | None = None) -> dict[str, Any]:
     """``DeploymentsV1``."""
     pointers = pointers_of(registry, model.id)
-    return {"deployments": [deployment_v1(d, pointers) for d in registry.list_deployments(model.id, name)]}
+    return {
+        "deployments": [
+            deployment_v1(d, pointers) for d in registry.deployments.list_deployments(model.id, name)
+        ]
+    }
 
 
 @router.get("/models/{model_id}/deployments/{deployment_id}")
@@ -52,14 +58,16 @@ def get_deployment(registry: RegistryDep, model: ReadModel, deployment_id: str) 
 @router.post("/models/{model_id}/deployments/{deployment_id}/activate")
 def activate_deployment(registry: RegistryDep, model: ManageModel, deployment_id: str) -> dict[str, bool]:
     """Activate the deployment (records ACTIVATED) → ``{success}``."""
-    registry.activate_deployment(model.id, resolve_deployment(registry, model, deployment_id).id)
+    registry.deployments.activate_deployment(model.id, resolve_deployment(registry, model, deployment_id).id)
     return SUCCESS
 
 
 @router.post("/models/{model_id}/deployments/{deployment_id}/deactivate")
 def deactivate_deployment(registry: RegistryDep, model: ManageModel, deployment_id: str) -> dict[str, bool]:
     """Deactivate the deployment (records DEACTIVATED) → ``{success}``."""
-    registry.deactivate_deployment(model.id, resolve_deployment(registry, model, deployment_id).id)
+    registry.deployments.deactivate_deployment(
+        model.id, resolve_deployment(registry, model, deployment_id).id
+    )
     return SUCCESS
 
 
@@ -69,7 +77,7 @@ def update_autoscaling(
 ) -> dict[str, str]:
     """Change the fields passed → ``{status: ACCEPTED|UNCHANGED, message}``."""
     d = resolve_deployment(registry, model, deployment_id)
-    status = registry.update_autoscaling(model.id, d.id, body.model_dump(exclude_none=True))
+    status = registry.deployments.update_autoscaling(model.id, d.id, body.model_dump(exclude_none=True))
     message = "autoscaling settings updated" if status == "ACCEPTED" else "the settings were already these"
     return {"status": status, "message": message}
 
@@ -80,7 +88,7 @@ def update_backpressure(
 ) -> dict[str, Any]:
     """Set the policy → ``{request_backpressure_settings: {policy}}``; the gateway applies it at once."""
     d = resolve_deployment(registry, model, deployment_id)
-    registry.set_request_backpressure(model.id, d.id, body.policy)
+    registry.deployments.set_request_backpressure(model.id, d.id, body.policy)
     return {"request_backpressure_settings": {"policy": body.policy}}
 
 
@@ -90,5 +98,5 @@ def terminate_replica(
 ) -> dict[str, bool]:
     """Terminate one replica (records REPLICA_TERMINATED) → ``{success}``."""
     d = resolve_deployment(registry, model, deployment_id)
-    registry.terminate_replica(model.id, d.id, replica_id)
+    registry.deployments.terminate_replica(model.id, d.id, replica_id)
     return SUCCESS

@@ -85,7 +85,10 @@ def environment_metrics(
     """Metrics aggregated across every deployment that served the environment, split at promotions."""
     env = resolve_environment(registry, model, env_name)
     return _answer(
-        service, model.id, params, lambda s, e: registry.serving_timeline(model.id, env.name, s, e)
+        service,
+        model.id,
+        params,
+        lambda s, e: registry.environments.serving_timeline(model.id, env.name, s, e),
     )
 
 

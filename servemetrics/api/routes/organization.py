@@ -28,10 +28,10 @@ UNKNOWN_GPU_TYPE = "unknown"
 def gpu_deployments(registry: Registry, key: KeyInfo) -> list[GpuDeployment]:
     """Deployments with ``gpu_count > 0`` of the models of the key's organization it may read."""
     out = []
-    for model in registry.list_models(key.organization_id):
+    for model in registry.tenancy.list_models(key.organization_id):
         if not can_read_metrics(key, model.id):
             continue
-        for d in registry.list_deployments(model.id):
+        for d in registry.deployments.list_deployments(model.id):
             if d.gpu_count > 0:
                 gpu_type = d.gpu_type or UNKNOWN_GPU_TYPE
                 out.append(GpuDeployment(model.id, model.name, d.id, gpu_type, d.gpu_count))

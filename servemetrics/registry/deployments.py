@@ -1,4 +1,5 @@
-"""Deployments, their autoscaling settings and instance types, replicas and scrape targets."""
+"""The deployments part of the registry: deployments, their autoscaling settings and instance types,
+replicas and scrape targets."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Row, func, insert, select, update
 
+from servemetrics.registry import rows
 from servemetrics.registry import tables as t
-from servemetrics.registry._base import RegistryBase
+from servemetrics.registry._base import RegistryCore
 from servemetrics.registry.events import deployment_context
 from servemetrics.registry.records import (
     AUTOSCALING_RANGES,
@@ -63,8 +65,11 @@ def _replica_info(r: Row, deployment_id: str) -> ReplicaInfo:
     return ReplicaInfo(r.name, deployment_id, r.status, r.created_at_ms, r.terminated_at_ms)
 
 
-class DeploymentsMixin(RegistryBase):
-    """Deployments, autoscaling, instance types, replicas and targets."""
+class Deployments:
+    """Deployments, autoscaling, instance types, replicas and targets, over a ``RegistryCore``."""
+
+    def __init__(self, core: RegistryCore) -> None:
+        self._core = core
 
     def _deployment_event(
         self, conn: Connection, model_id: str, kind: str, at: int, deployment_id: str, details: dict[str, Any]
@@ -73,7 +78,7 @@ class DeploymentsMixin(RegistryBase):
         ``deployment_id``, ``deployment_name`` and ``environment`` (the one it serves, also the event's
         ``environment``; docs/dashboard-api.md "Events")."""
         context = deployment_context(conn, model_id, deployment_id)
-        self._event(
+        self._core.event(
             conn,
             model_id,
             kind,
@@ -96,16 +101,19 @@ class DeploymentsMixin(RegistryBase):
         environment: str | None = None,
         at_ms: int | None = None,
     ) -> DeploymentInfo:
-        """Create a deployment and record DEPLOYED (details: name, instance type, target environment)."""
+        """Create a deployment and record DEPLOYED (details: name, instance type, target environment).
+
+        ``instance_type`` defaults to ``instance_type_name(gpu_type, gpu_count)``. Raises NotFound (no such
+        model), Conflict (the id is taken) or InvalidValue (unknown status).
+        """
         if status not in t.DEPLOYMENT_STATUSES:
             raise InvalidValue(
                 f"unknown deployment status {status!r}; use {', '.join(t.DEPLOYMENT_STATUSES)}"
             )
-        at = self._at(at_ms)
+        at = self._core.at(at_ms)
         itype = instance_type or instance_type_name(gpu_type, gpu_count)
-        with self._write() as conn:
-            self._model_exists(conn, model_id)
-            if conn.execute(select(t.deployments.c.id).where(t.deployments.c.id == deployment_id)).first():
+        with self._core.write(model_id) as conn:
+            if rows.deployment_exists(conn, deployment_id):
                 raise Conflict(f"deployment {deployment_id!r} already exists")
             new = {
                 "instance_type_name": itype,
@@ -119,7 +127,7 @@ class DeploymentsMixin(RegistryBase):
                 )
             )
             details = _deployed_details(deployment_id, name, environment, new)
-            self._event(
+            self._core.event(
                 conn,
                 model_id,
                 "DEPLOYED",
@@ -132,7 +140,7 @@ class DeploymentsMixin(RegistryBase):
 
     def deployment(self, model_id: str, deployment_id: str) -> DeploymentInfo | None:
         """Deployment ``deployment_id`` of ``model_id``; None if missing or of another model."""
-        with self.engine.connect() as conn:
+        with self._core.read() as conn:
             return self._deployment(conn, model_id, deployment_id)
 
     def _deployment(self, conn: Connection, model_id: str, deployment_id: str) -> DeploymentInfo | None:
@@ -166,14 +174,14 @@ class DeploymentsMixin(RegistryBase):
         query = select(d).where(d.c.model_id == model_id)
         if name is not None:
             query = query.where(d.c.name == name)
-        with self.engine.connect() as conn:
+        with self._core.read() as conn:
             rows = conn.execute(query.order_by(d.c.created_at_ms, d.c.id)).all()
             return [_deployment_info(r, self._active_replicas(conn, r.id)) for r in rows]
 
     def _set_status(
         self, model_id: str, deployment_id: str, status: str, kind: str, at_ms: int | None
     ) -> bool:
-        with self._write() as conn:
+        with self._core.write() as conn:
             before = self._must_deployment(model_id, deployment_id, conn)
             if before.status == status:
                 return False
@@ -181,15 +189,17 @@ class DeploymentsMixin(RegistryBase):
                 update(t.deployments).where(t.deployments.c.id == deployment_id).values(status=status)
             )
             details = {"old": {"status": before.status}, "new": {"status": status}}
-            self._deployment_event(conn, model_id, kind, self._at(at_ms), deployment_id, details)
+            self._deployment_event(conn, model_id, kind, self._core.at(at_ms), deployment_id, details)
             return True
 
     def activate_deployment(self, model_id: str, deployment_id: str, at_ms: int | None = None) -> bool:
-        """Set status ACTIVE and record ACTIVATED; False (nothing recorded) if already ACTIVE."""
+        """Set status ACTIVE and record ACTIVATED; False (nothing recorded) if already ACTIVE. NotFound if
+        the model has no such deployment."""
         return self._set_status(model_id, deployment_id, "ACTIVE", "ACTIVATED", at_ms)
 
     def deactivate_deployment(self, model_id: str, deployment_id: str, at_ms: int | None = None) -> bool:
-        """Set status INACTIVE and record DEACTIVATED; False if already INACTIVE."""
+        """Set status INACTIVE and record DEACTIVATED; False if already INACTIVE. NotFound if the model
+        has no such deployment."""
         return self._set_status(model_id, deployment_id, "INACTIVE", "DEACTIVATED", at_ms)
 
     def update_autoscaling(
@@ -197,10 +207,11 @@ class DeploymentsMixin(RegistryBase):
     ) -> str:
         """Apply the given fields; record AUTOSCALING_CHANGED ``{old, new}``. Returns ACCEPTED or UNCHANGED.
 
-        Raises InvalidValue for an unknown field, a value out of range or ``min_replica > max_replica``.
+        Raises InvalidValue for an unknown field, a value out of range or ``min_replica > max_replica``;
+        NotFound if the model has no such deployment.
         """
         values = check_autoscaling(changes)
-        with self._write() as conn:
+        with self._core.write() as conn:
             old = self._must_deployment(model_id, deployment_id, conn).autoscaling.as_dict()
             new = {**old, **values}
             if new["min_replica"] > new["max_replica"]:
@@ -214,7 +225,7 @@ class DeploymentsMixin(RegistryBase):
                 conn,
                 model_id,
                 "AUTOSCALING_CHANGED",
-                self._at(at_ms),
+                self._core.at(at_ms),
                 deployment_id,
                 {"old": old, "new": new},
             )
@@ -229,13 +240,17 @@ class DeploymentsMixin(RegistryBase):
         name: str | None = None,
         at_ms: int | None = None,
     ) -> bool:
-        """Change the instance type; record INSTANCE_TYPE_CHANGED ``{old, new}``. False if unchanged."""
+        """Change the instance type; record INSTANCE_TYPE_CHANGED ``{old, new}``. False if unchanged.
+
+        ``name`` defaults to ``instance_type_name(gpu_type, gpu_count)``. NotFound if the model has no such
+        deployment.
+        """
         new = {
             "instance_type_name": name or instance_type_name(gpu_type, gpu_count),
             "gpu_type": gpu_type,
             "gpu_count": gpu_count,
         }
-        with self._write() as conn:
+        with self._core.write() as conn:
             d = self._must_deployment(model_id, deployment_id, conn)
             old = {
                 "instance_type_name": d.instance_type_name,
@@ -249,23 +264,26 @@ class DeploymentsMixin(RegistryBase):
                 conn,
                 model_id,
                 "INSTANCE_TYPE_CHANGED",
-                self._at(at_ms),
+                self._core.at(at_ms),
                 deployment_id,
                 {"old": old, "new": new},
             )
             return True
 
     def rename_deployment(self, model_id: str, deployment_id: str, name: str) -> None:
-        """Change a deployment's display name (no event)."""
-        with self._write() as conn:
+        """Change a deployment's display name (no event); NotFound if the model has no such deployment."""
+        with self._core.write() as conn:
             self._must_deployment(model_id, deployment_id, conn)
             conn.execute(update(t.deployments).where(t.deployments.c.id == deployment_id).values(name=name))
 
     def set_request_backpressure(self, model_id: str, deployment_id: str, policy: str | None) -> None:
-        """Set ``request_backpressure_settings.policy`` (QUEUE_ON_FULL, REJECT_ON_FULL or None)."""
+        """Set ``request_backpressure_settings.policy`` (QUEUE_ON_FULL, REJECT_ON_FULL or None).
+
+        Raises InvalidValue (another policy) or NotFound (the model has no such deployment).
+        """
         if policy is not None and policy not in t.BACKPRESSURE_POLICIES:
             raise InvalidValue(f"unknown policy {policy!r}; use {', '.join(t.BACKPRESSURE_POLICIES)} or null")
-        with self._write() as conn:
+        with self._core.write() as conn:
             self._must_deployment(model_id, deployment_id, conn)
             conn.execute(
                 update(t.deployments)
@@ -275,7 +293,8 @@ class DeploymentsMixin(RegistryBase):
 
     # -- replicas and targets ---------------------------------------------------------------------
 
-    def _replica_row(self, conn: Connection, deployment_id: str, replica_id: str) -> Row | None:
+    @staticmethod
+    def _replica_row(conn: Connection, deployment_id: str, replica_id: str) -> Row | None:
         r = t.replicas
         return conn.execute(
             select(r).where(r.c.deployment_id == deployment_id, r.c.name == replica_id)
@@ -289,10 +308,13 @@ class DeploymentsMixin(RegistryBase):
         status: str = "ACTIVE",
         at_ms: int | None = None,
     ) -> ReplicaInfo:
-        """Replica ``replica_id`` of the deployment, created with ``status`` if missing."""
+        """Replica ``replica_id`` of the deployment, created with ``status`` (at ``at_ms``) if missing.
+
+        Raises InvalidValue (unknown status) or NotFound (the model has no such deployment).
+        """
         if status not in t.REPLICA_STATUSES:
             raise InvalidValue(f"unknown replica status {status!r}; use {', '.join(t.REPLICA_STATUSES)}")
-        with self._write() as conn:
+        with self._core.write() as conn:
             self._must_deployment(model_id, deployment_id, conn)
             row = self._replica_row(conn, deployment_id, replica_id)
             if row is None:
@@ -301,7 +323,7 @@ class DeploymentsMixin(RegistryBase):
                         deployment_id=deployment_id,
                         name=replica_id,
                         status=status,
-                        created_at_ms=self._at(at_ms),
+                        created_at_ms=self._core.at(at_ms),
                     )
                 )
                 row = self._replica_row(conn, deployment_id, replica_id)
@@ -309,8 +331,8 @@ class DeploymentsMixin(RegistryBase):
             return _replica_info(row, deployment_id)
 
     def list_replicas(self, model_id: str, deployment_id: str) -> list[ReplicaInfo]:
-        """Replicas of the deployment, by name."""
-        with self.engine.connect() as conn:
+        """Replicas of the deployment, by name; NotFound if the model has no such deployment."""
+        with self._core.read() as conn:
             self._must_deployment(model_id, deployment_id, conn)
             rows = conn.execute(
                 select(t.replicas)
@@ -323,8 +345,8 @@ class DeploymentsMixin(RegistryBase):
         self, model_id: str, deployment_id: str, replica_id: str, at_ms: int | None = None
     ) -> ReplicaInfo:
         """Mark the replica TERMINATED and record REPLICA_TERMINATED. NotFound if it does not exist."""
-        at = self._at(at_ms)
-        with self._write() as conn:
+        at = self._core.at(at_ms)
+        with self._core.write() as conn:
             self._must_deployment(model_id, deployment_id, conn)
             row = self._replica_row(conn, deployment_id, replica_id)
             if row is None:
@@ -363,9 +385,9 @@ class DeploymentsMixin(RegistryBase):
         """
         if status not in t.REPLICA_STATUSES:
             raise InvalidValue(f"unknown replica status {status!r}; use {', '.join(t.REPLICA_STATUSES)}")
-        at = self._at(at_ms)
+        at = self._core.at(at_ms)
         ended = status in ("FAILED", "TERMINATED")
-        with self._write() as conn:
+        with self._core.write() as conn:
             self._must_deployment(model_id, deployment_id, conn)
             row = self._replica_row(conn, deployment_id, replica_id)
             if row is None:
@@ -396,9 +418,12 @@ class DeploymentsMixin(RegistryBase):
         kind: str = "replica",
         labels: dict[str, str] | None = None,
     ) -> None:
-        """Attach scrape target ``url`` to the replica (created ACTIVE if missing); updates kind, labels."""
+        """Attach scrape target ``url`` to the replica (created ACTIVE if missing); updates kind, labels.
+
+        NotFound if the model has no such deployment.
+        """
         self.ensure_replica(model_id, deployment_id, replica_id)
-        with self._write() as conn:
+        with self._core.write() as conn:
             replica = self._replica_row(conn, deployment_id, replica_id)
             assert replica is not None
             tg = t.targets

@@ -1,5 +1,5 @@
-"""Trainer (Loops) deployments: nodes (one leader, workers), their scrape targets and GPU ranks, and the
-link to the sampler's model deployment (docs/loops.md).
+"""The trainers part of the registry: trainer (Loops) deployments, their nodes (one leader, workers),
+the nodes' scrape targets and GPU ranks, and the link to the sampler's model deployment (docs/loops.md).
 
 A trainer deployment belongs to an organization. Its series carry ``deployment_id = <trainer id>`` and
 ``node_id`` (attached at scrape time), so trainer ids must not be model deployment ids.
@@ -11,8 +11,9 @@ from collections.abc import Sequence
 
 from sqlalchemy import Connection, Row, delete, insert, select, update
 
+from servemetrics.registry import rows
 from servemetrics.registry import tables as t
-from servemetrics.registry._base import RegistryBase
+from servemetrics.registry._base import RegistryCore
 from servemetrics.registry.records import (
     Conflict,
     InvalidValue,
@@ -64,8 +65,11 @@ def check_nodes(trainer_id: str, nodes: Sequence[TrainerNode]) -> None:
         )
 
 
-class TrainersMixin(RegistryBase):
-    """Trainer deployments, their nodes and targets."""
+class Trainers:
+    """Trainer deployments, their nodes and targets, over a ``RegistryCore``."""
+
+    def __init__(self, core: RegistryCore) -> None:
+        self._core = core
 
     def put_trainer_deployment(
         self,
@@ -86,10 +90,10 @@ class TrainersMixin(RegistryBase):
             InvalidValue: see ``check_nodes``; a sampler deployment without its model.
         """
         check_nodes(trainer_id, nodes)
-        with self._write() as conn:
-            org_id = _organization(conn, organization)
+        with self._core.write() as conn:
+            org_id = rows.must_organization(conn, organization)
             self._check_sampler(conn, org_id, sampler_model_id, sampler_deployment_id)
-            if conn.execute(select(t.deployments.c.id).where(t.deployments.c.id == trainer_id)).first():
+            if rows.deployment_exists(conn, trainer_id):
                 raise Conflict(f"{trainer_id!r} is a model deployment's id; give the trainer another id")
             td = t.trainer_deployments
             row = conn.execute(select(td).where(td.c.id == trainer_id)).first()
@@ -99,7 +103,7 @@ class TrainersMixin(RegistryBase):
             if row is None:
                 conn.execute(
                     insert(td).values(
-                        id=trainer_id, organization_id=org_id, created_at_ms=self._at(at_ms), **values
+                        id=trainer_id, organization_id=org_id, created_at_ms=self._core.at(at_ms), **values
                     )
                 )
             elif row.organization_id != org_id:
@@ -119,16 +123,11 @@ class TrainersMixin(RegistryBase):
             if deployment_id is not None:
                 raise InvalidValue("a sampler deployment needs its model: give sampler model and deployment")
             return
-        m, d = t.models, t.deployments
+        m = t.models
         model = conn.execute(select(m.c.organization_id).where(m.c.id == model_id)).first()
         if model is None or model.organization_id != org_id:
             raise NotFound(f"no model {model_id!r} in the trainer's organization for its sampler")
-        if (
-            deployment_id is not None
-            and not conn.execute(
-                select(d.c.id).where(d.c.id == deployment_id, d.c.model_id == model_id)
-            ).first()
-        ):
+        if deployment_id is not None and rows.deployment_of(conn, model_id, deployment_id) is None:
             raise NotFound(f"model {model_id!r} has no deployment {deployment_id!r} for the sampler")
 
     @staticmethod
@@ -155,7 +154,8 @@ class TrainersMixin(RegistryBase):
             for target in dict.fromkeys(n.targets):
                 conn.execute(insert(tt).values(node_pk=pk, url=target.url, kind=target.kind))
 
-    def _trainer(self, conn: Connection, trainer_id: str) -> TrainerDeploymentInfo | None:
+    @staticmethod
+    def _trainer(conn: Connection, trainer_id: str) -> TrainerDeploymentInfo | None:
         td, tn, tt = t.trainer_deployments, t.trainer_nodes, t.trainer_targets
         row = conn.execute(select(td).where(td.c.id == trainer_id)).first()
         if row is None:
@@ -182,7 +182,7 @@ class TrainersMixin(RegistryBase):
 
     def trainer_deployment(self, trainer_id: str, org_id: int | None) -> TrainerDeploymentInfo | None:
         """Trainer deployment ``trainer_id`` (of organization ``org_id`` unless None); None if missing."""
-        with self.engine.connect() as conn:
+        with self._core.read() as conn:
             info = self._trainer(conn, trainer_id)
         if info is None or (org_id is not None and info.organization_id != org_id):
             return None
@@ -196,14 +196,14 @@ class TrainersMixin(RegistryBase):
         query = select(td.c.id).where(td.c.organization_id == org_id).order_by(td.c.id)
         if sampler_model_id is not None:
             query = query.where(td.c.sampler_model_id == sampler_model_id)
-        with self.engine.connect() as conn:
+        with self._core.read() as conn:
             ids = [r.id for r in conn.execute(query)]
             found = [self._trainer(conn, i) for i in ids]
         return [f for f in found if f is not None]
 
     def delete_trainer_deployment(self, trainer_id: str) -> None:
         """Delete a trainer deployment with its nodes and targets; NotFound if there is none."""
-        with self._write() as conn:
+        with self._core.write() as conn:
             td, tn, tt = t.trainer_deployments, t.trainer_nodes, t.trainer_targets
             if conn.execute(select(td.c.id).where(td.c.id == trainer_id)).first() is None:
                 raise NotFound(f"no trainer deployment {trainer_id!r}")
@@ -221,17 +221,9 @@ class TrainersMixin(RegistryBase):
             .join(td, tn.c.trainer_deployment_id == td.c.id)
             .order_by(td.c.id, tn.c.position, tt.c.id)
         )
-        with self.engine.connect() as conn:
+        with self._core.read() as conn:
             rows = conn.execute(query).all()
         return [TrainerTargetInfo(r.url, r.kind, r.trainer, r.node_id, r.role) for r in rows]
-
-
-def _organization(conn: Connection, name: str) -> int:
-    o = t.organizations
-    found = conn.execute(select(o.c.id).where(o.c.name == name)).scalar_one_or_none()
-    if found is None:
-        raise NotFound(f"no organization {name!r}")
-    return int(found)
 
 
 def _node(row: Row, targets: list[TrainerTarget]) -> TrainerNode:

@@ -1,4 +1,4 @@
-"""Organizations, API keys and models."""
+"""The tenancy part of the registry: organizations, API keys (stored hashed) and models."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from collections.abc import Iterable
 from sqlalchemy import Connection, Row, delete, insert, select, update
 
 from servemetrics.registry import keys as k
+from servemetrics.registry import rows
 from servemetrics.registry import tables as t
-from servemetrics.registry._base import RegistryBase
-from servemetrics.registry.records import InvalidValue, ModelInfo, NotFound
+from servemetrics.registry._base import RegistryCore
+from servemetrics.registry.records import InvalidValue, ModelInfo
 
 _KEY_COLUMNS = (t.api_keys, t.organizations.c.name.label("org_name"))
 _MODEL_COLUMNS = (t.models, t.organizations.c.name.label("org_name"))
@@ -24,38 +25,39 @@ def _model_info(r: Row) -> ModelInfo:
     return ModelInfo(r.id, r.name, r.organization_id, r.org_name, r.created_at_ms)
 
 
-class TenancyMixin(RegistryBase):
-    """Organizations, API keys (hashed) and models."""
+class Tenancy:
+    """Organizations, API keys (hashed with the core's pepper) and models, over a ``RegistryCore``."""
+
+    def __init__(self, core: RegistryCore) -> None:
+        self._core = core
 
     def ensure_organization(self, name: str, at_ms: int | None = None) -> int:
-        """The id of organization ``name``, creating it if missing."""
-        with self._write() as conn:
-            found = self.organization_id(name, conn)
+        """The id of organization ``name``, creating it (``created_at_ms``: ``at_ms``, default now) if
+        missing."""
+        with self._core.write() as conn:
+            found = rows.organization_id(conn, name)
             if found is not None:
                 return found
-            stmt = insert(t.organizations).values(name=name, created_at_ms=self._at(at_ms))
+            stmt = insert(t.organizations).values(name=name, created_at_ms=self._core.at(at_ms))
             return int(conn.execute(stmt).inserted_primary_key[0])  # type: ignore[index]
 
     def organization_id(self, name: str, conn: Connection | None = None) -> int | None:
-        """The id of organization ``name`` or None."""
-        query = select(t.organizations.c.id).where(t.organizations.c.name == name)
+        """The id of organization ``name`` or None (read on ``conn`` when given)."""
         if conn is not None:
-            return conn.execute(query).scalar_one_or_none()
-        with self.engine.connect() as c:
-            return c.execute(query).scalar_one_or_none()
-
-    def _org(self, conn: Connection, name: str) -> int:
-        found = self.organization_id(name, conn)
-        if found is None:
-            raise NotFound(f"no organization {name!r}")
-        return found
+            return rows.organization_id(conn, name)
+        with self._core.read() as c:
+            return rows.organization_id(c, name)
 
     # -- API keys -------------------------------------------------------------------------------
 
     def create_api_key(
         self, organization: str, key_type: str, *, model_ids: list[str] | None = None, name: str | None = None
     ) -> tuple[str, k.KeyInfo]:
-        """Generate a key; return ``(plain key, info)``. The plain key is shown once and never stored."""
+        """Generate a key; return ``(plain key, info)``. The plain key is shown once and never stored.
+
+        Raises NotFound (no such organization) or InvalidValue (unknown key type, or a scope on a type
+        that takes none).
+        """
         raw, prefix = k.generate()
         info = self.add_api_key_digest(
             organization, k.digest(raw), key_type, model_ids=model_ids, name=name, prefix=prefix
@@ -72,7 +74,10 @@ class TenancyMixin(RegistryBase):
         name: str | None = None,
         source: str = "api",
     ) -> k.KeyInfo:
-        """Store ``raw_key`` (hashed) for ``organization``; an existing identical key is updated."""
+        """Store ``raw_key`` (hashed) for ``organization``; an existing identical key is updated.
+
+        Raises NotFound (no such organization) or InvalidValue (bad key type or scope).
+        """
         return self.add_api_key_digest(
             organization,
             k.digest(raw_key),
@@ -100,15 +105,15 @@ class TenancyMixin(RegistryBase):
             k.check_type(key_type, model_ids)
         except ValueError as err:
             raise InvalidValue(str(err)) from err
-        key_hash = k.hash_digest(self._pepper, key_digest)
+        key_hash = k.hash_digest(self._core.pepper, key_digest)
         values = dict(
             type=key_type,
             model_ids=sorted(model_ids) if model_ids is not None else None,
             name=name,
             source=source,
         )
-        with self._write() as conn:
-            org_id = self._org(conn, organization)
+        with self._core.write() as conn:
+            org_id = rows.must_organization(conn, organization)
             where = t.api_keys.c.key_hash == key_hash
             if conn.execute(select(t.api_keys.c.id).where(where)).first():
                 conn.execute(update(t.api_keys).where(where).values(organization_id=org_id, **values))
@@ -119,27 +124,29 @@ class TenancyMixin(RegistryBase):
                         organization_id=org_id,
                         key_hash=key_hash,
                         prefix=prefix,
-                        created_at_ms=self._clock(),
+                        created_at_ms=self._core.clock(),
                         **values,
                     )
                 )
             return self._key_where(conn, where)
 
-    def _key_where(self, conn: Connection, where: object) -> k.KeyInfo:
+    @staticmethod
+    def _key_where(conn: Connection, where: object) -> k.KeyInfo:
         query = select(*_KEY_COLUMNS).join(t.organizations).where(where)  # type: ignore[arg-type]
         return _key_info(conn.execute(query).one())
 
     def prune_config_keys(self, organization: str, keep_digests: Iterable[str]) -> int:
-        """Delete keys of ``organization`` that came from a config file and are not in ``keep_digests``."""
-        keep = {k.hash_digest(self._pepper, d) for d in keep_digests}
-        with self._write() as conn:
-            org_id = self._org(conn, organization)
-            rows = conn.execute(
+        """Delete keys of ``organization`` that came from a config file and are not in ``keep_digests``;
+        returns how many were deleted. NotFound if there is no such organization."""
+        keep = {k.hash_digest(self._core.pepper, d) for d in keep_digests}
+        with self._core.write() as conn:
+            org_id = rows.must_organization(conn, organization)
+            found = conn.execute(
                 select(t.api_keys.c.id, t.api_keys.c.key_hash).where(
                     t.api_keys.c.organization_id == org_id, t.api_keys.c.source == "config"
                 )
             )
-            gone = [r.id for r in rows if r.key_hash not in keep]
+            gone = [r.id for r in found if r.key_hash not in keep]
             if gone:
                 conn.execute(delete(t.api_keys).where(t.api_keys.c.id.in_(gone)))
             return len(gone)
@@ -149,12 +156,12 @@ class TenancyMixin(RegistryBase):
         query = (
             select(*_KEY_COLUMNS).join(t.organizations).where(t.api_keys.c.organization_id == organization_id)
         )
-        with self.engine.connect() as conn:
+        with self._core.read() as conn:
             return [_key_info(r) for r in conn.execute(query.order_by(t.api_keys.c.id))]
 
     def delete_api_key(self, organization_id: int, prefix: str) -> bool:
         """Delete the organization's keys with ``prefix``; True if any was deleted."""
-        with self._write() as conn:
+        with self._core.write() as conn:
             res = conn.execute(
                 delete(t.api_keys).where(
                     t.api_keys.c.organization_id == organization_id, t.api_keys.c.prefix == prefix
@@ -166,11 +173,11 @@ class TenancyMixin(RegistryBase):
         """The key's info when ``raw_key`` is a stored key, else None."""
         if not raw_key:
             return None
-        key_hash = k.hash_key(self._pepper, raw_key)
-        with self.engine.connect() as conn:
+        key_hash = k.hash_key(self._core.pepper, raw_key)
+        with self._core.read() as conn:
             query = select(*_KEY_COLUMNS).join(t.organizations).where(t.api_keys.c.key_hash == key_hash)
             row = conn.execute(query).first()
-        if row is None or not k.verify(self._pepper, raw_key, row.key_hash):
+        if row is None or not k.verify(self._core.pepper, raw_key, row.key_hash):
             return None
         return _key_info(row)
 
@@ -179,9 +186,10 @@ class TenancyMixin(RegistryBase):
     def ensure_model(
         self, model_id: str, name: str, organization: str, at_ms: int | None = None
     ) -> ModelInfo:
-        """Create model ``model_id`` or update its name and organization."""
-        with self._write() as conn:
-            org_id = self._org(conn, organization)
+        """Create model ``model_id`` or update its name and organization; NotFound if there is no such
+        organization."""
+        with self._core.write() as conn:
+            org_id = rows.must_organization(conn, organization)
             if conn.execute(select(t.models.c.id).where(t.models.c.id == model_id)).first():
                 conn.execute(
                     update(t.models)
@@ -191,7 +199,7 @@ class TenancyMixin(RegistryBase):
             else:
                 conn.execute(
                     insert(t.models).values(
-                        id=model_id, name=name, organization_id=org_id, created_at_ms=self._at(at_ms)
+                        id=model_id, name=name, organization_id=org_id, created_at_ms=self._core.at(at_ms)
                     )
                 )
         found = self.model(model_id, None)
@@ -203,7 +211,7 @@ class TenancyMixin(RegistryBase):
         query = select(*_MODEL_COLUMNS).join(t.organizations).where(t.models.c.id == model_id)
         if org_id is not None:
             query = query.where(t.models.c.organization_id == org_id)
-        with self.engine.connect() as conn:
+        with self._core.read() as conn:
             row = conn.execute(query).first()
         return _model_info(row) if row else None
 
@@ -212,5 +220,5 @@ class TenancyMixin(RegistryBase):
         query = select(*_MODEL_COLUMNS).join(t.organizations).where(t.models.c.organization_id == org_id)
         if name is not None:
             query = query.where(t.models.c.name == name)
-        with self.engine.connect() as conn:
+        with self._core.read() as conn:
             return [_model_info(r) for r in conn.execute(query.order_by(t.models.c.id))]
