@@ -17,6 +17,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColu
 from servemetrics import __version__
 
 if TYPE_CHECKING:
+    from servemetrics.config import Config
     from servemetrics.importer import Progress as ImportProgress
 
 app = typer.Typer(
@@ -37,7 +38,7 @@ def _fail(message: object, code: int = 2) -> NoReturn:
     raise typer.Exit(code)
 
 
-def _load(path: Path):  # noqa: ANN202 - returns servemetrics.config.Config
+def _load(path: Path) -> Config:
     from servemetrics.config import ConfigError, load_config
 
     try:

@@ -23,16 +23,19 @@ import os
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from multiprocessing.pool import AsyncResult
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
 from prometheus_client import parser as _text_parser
+from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics import parser as _om_parser
 
 from servemetrics.ingest.adapters import adapt
 from servemetrics.ingest.exposition import PARSE_ERRORS, ExpositionError, collect_samples
-from servemetrics.samples import SampleBatch
+from servemetrics.samples import Sample, SampleBatch
+from servemetrics.types import SeriesKey
 
 Progress = Callable[[int, int | None], None]
 """``progress(bytes_read, total_bytes_or_None)``, called after each chunk read."""
@@ -239,7 +242,7 @@ def _unit_text(unit: _Unit) -> tuple[str, str | None]:
     return meta + "".join(lines) + "# EOF\n", unit.family
 
 
-def _unalias(families: list, family: str | None) -> None:
+def _unalias(families: list[Metric], family: str | None) -> None:
     for fam in families:
         if family is not None:
             fam.name = family
@@ -253,11 +256,12 @@ def _unalias(families: list, family: str | None) -> None:
             samples[i] = s._replace(name=name, labels=labels)
 
 
-def _parse_unit(unit: _Unit) -> list:
+def _parse_unit(unit: _Unit) -> list[Sample]:
     text, family = _unit_text(unit)
     lines = _Lines(text)
     try:
-        families = list(_om_parser.text_fd_to_metric_families(lines))
+        parsed = _om_parser.text_fd_to_metric_families(lines)  # type: ignore[no-untyped-call]
+        families: list[Metric] = list(parsed)
     except PARSE_ERRORS as exc:
         meta_count = len(unit.meta_lines) if family is None else int(unit.kind != "unknown")
         line = _error_line(unit, lines.number, meta_count)
@@ -319,7 +323,7 @@ class _Merger:
         self._reset()
 
     def _reset(self) -> None:
-        self._index: dict = {}
+        self._index: dict[SeriesKey, int] = {}
         self._idx: list[np.ndarray] = []
         self._ts: list[np.ndarray] = []
         self._vals: list[np.ndarray] = []
@@ -405,7 +409,7 @@ def _in_pool(chunks: Iterator[list[_Unit]], labels: dict[str, str], n_workers: i
     worker in flight (so the file is never read far ahead of the parsing)."""
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(n_workers) as pool:
-        pending: deque = deque()
+        pending: deque[AsyncResult[SampleBatch]] = deque()
         for units in chunks:
             pending.append(pool.apply_async(_process, (units, labels)))
             if len(pending) >= 2 * n_workers:

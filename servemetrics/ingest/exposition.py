@@ -56,13 +56,18 @@ def is_openmetrics(text: str, content_type: str | None) -> bool:
     return text.rstrip().endswith("# EOF")
 
 
+def format_bound(bound: float) -> str:
+    """A bucket bound as Prometheus writes it (Go's float formatting: ``1.0``, ``0.25``, ``+Inf``)."""
+    return str(floatToGoString(bound))  # type: ignore[no-untyped-call]
+
+
 @functools.lru_cache(maxsize=10_000)
 def normalise_le(le: str) -> str:
     """Format a bucket bound as Prometheus does: ``"1"`` -> ``"1.0"``, ``"+inf"`` -> ``"+Inf"``.
 
     Raises ``ValueError`` when ``le`` is not a number.
     """
-    return floatToGoString(float(le))
+    return format_bound(float(le))
 
 
 def _checked_le(name: str, le: str) -> str:

@@ -37,9 +37,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import yaml
-from prometheus_client.utils import floatToGoString
 
 from servemetrics.ingest.adapters import ADAPTERS, Rule, rules_for
+from servemetrics.ingest.exposition import format_bound
 from servemetrics.labels import TARGET_LABELS
 
 EXPOSED_PREFIX = "sm_exposed:"
@@ -165,7 +165,7 @@ def _selector(rule: Rule, exposed: set[str], extra: str = "") -> str:
 
 def le_spellings(bound: float) -> str:
     """A regex of the ways exporters write bucket bound ``bound`` (Go ``5``, Python ``5.0``, ``1e+06``)."""
-    forms = {floatToGoString(bound), repr(float(bound)), format(bound, "g")}
+    forms = {format_bound(bound), repr(float(bound)), format(bound, "g")}
     if float(bound).is_integer():
         forms.add(str(int(bound)))
     return "|".join(re.escape(f) for f in sorted(forms))
@@ -191,7 +191,7 @@ def _with_le(rule: Rule, exposed: set[str]) -> str:
         )
     parts = [
         f"label_replace({_selector(rule, exposed, 'le=~' + quote(le_spellings(b)))}, "
-        f'"le", {quote(floatToGoString(b / rule.le_divisor))}, "", "")'
+        f'"le", {quote(format_bound(b / rule.le_divisor))}, "", "")'
         for b in rule.le_bounds
     ]
     inf = _selector(rule, exposed, "le=~" + quote(_INF_PATTERN))
@@ -298,5 +298,5 @@ def render(interval_s: float | None = None) -> str:
         "# The agent's scrape config needs these metric_relabel_configs (docs/recording-rules.md):",
         *(f"#   {line}" for line in relabel.splitlines()),
     ]
-    body = yaml.safe_dump(rule_file(interval_s), sort_keys=False, width=10_000)
+    body: str = yaml.safe_dump(rule_file(interval_s), sort_keys=False, width=10_000)
     return "\n".join(header) + "\n" + body

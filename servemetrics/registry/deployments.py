@@ -43,7 +43,7 @@ def check_autoscaling(values: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
-def _deployment_info(r: Row, active_replicas: int) -> DeploymentInfo:
+def _deployment_info(r: Row[Any], active_replicas: int) -> DeploymentInfo:
     autoscaling = AutoscalingSettings(**{f: getattr(r, f) for f in _AUTOSCALING_FIELDS})
     return DeploymentInfo(
         r.id,
@@ -61,7 +61,7 @@ def _deployment_info(r: Row, active_replicas: int) -> DeploymentInfo:
     )
 
 
-def _replica_info(r: Row, deployment_id: str) -> ReplicaInfo:
+def _replica_info(r: Row[Any], deployment_id: str) -> ReplicaInfo:
     return ReplicaInfo(r.name, deployment_id, r.status, r.created_at_ms, r.terminated_at_ms)
 
 
@@ -294,7 +294,7 @@ class Deployments:
     # -- replicas and targets ---------------------------------------------------------------------
 
     @staticmethod
-    def _replica_row(conn: Connection, deployment_id: str, replica_id: str) -> Row | None:
+    def _replica_row(conn: Connection, deployment_id: str, replica_id: str) -> Row[Any] | None:
         r = t.replicas
         return conn.execute(
             select(r).where(r.c.deployment_id == deployment_id, r.c.name == replica_id)

@@ -7,6 +7,8 @@ reaching into another part. Times are epoch ms.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import Connection, Row, select
 
 from servemetrics.registry import tables as t
@@ -39,7 +41,7 @@ def deployment_exists(conn: Connection, deployment_id: str) -> bool:
     return conn.execute(select(d.c.id).where(d.c.id == deployment_id)).first() is not None
 
 
-def deployment_of(conn: Connection, model_id: str, deployment_id: str) -> Row | None:
+def deployment_of(conn: Connection, model_id: str, deployment_id: str) -> Row[Any] | None:
     """The id row of deployment ``deployment_id`` if it is ``model_id``'s, else None."""
     d = t.deployments
     return conn.execute(select(d.c.id).where(d.c.id == deployment_id, d.c.model_id == model_id)).first()
@@ -53,7 +55,7 @@ def deployment_name(conn: Connection, deployment_id: str | None) -> str | None:
     return conn.execute(select(d.c.name).where(d.c.id == deployment_id)).scalar_one_or_none()
 
 
-def promotion_info(r: Row) -> PromotionInfo:
+def promotion_info(r: Row[Any]) -> PromotionInfo:
     """A ``promotions`` row as a ``PromotionInfo``."""
     return PromotionInfo(
         r.id,
@@ -82,13 +84,13 @@ def latest_promotion(conn: Connection, env_id: int) -> PromotionInfo | None:
     return promotion_info(row) if row else None
 
 
-def env_row(conn: Connection, model_id: str, name: str) -> Row | None:
+def env_row(conn: Connection, model_id: str, name: str) -> Row[Any] | None:
     """The ``environments`` row ``name`` of ``model_id``, or None."""
     e = t.environments
     return conn.execute(select(e).where(e.c.model_id == model_id, e.c.name == name)).first()
 
 
-def must_env(conn: Connection, model_id: str, name: str) -> Row:
+def must_env(conn: Connection, model_id: str, name: str) -> Row[Any]:
     """The ``environments`` row ``name`` of ``model_id``; NotFound if there is none."""
     row = env_row(conn, model_id, name)
     if row is None:
@@ -96,7 +98,7 @@ def must_env(conn: Connection, model_id: str, name: str) -> Row:
     return row
 
 
-def env_info(conn: Connection, row: Row) -> EnvironmentInfo:
+def env_info(conn: Connection, row: Row[Any]) -> EnvironmentInfo:
     """An ``environments`` row with its pointers: the latest promotion decides (SUCCEEDED: its deployment
     is current, otherwise its previous deployment is; one in progress names its candidate)."""
     latest = latest_promotion(conn, row.id)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from sqlalchemy import Connection, Row, delete, insert, select, update
 
@@ -16,12 +17,12 @@ _KEY_COLUMNS = (t.api_keys, t.organizations.c.name.label("org_name"))
 _MODEL_COLUMNS = (t.models, t.organizations.c.name.label("org_name"))
 
 
-def _key_info(r: Row) -> k.KeyInfo:
+def _key_info(r: Row[Any]) -> k.KeyInfo:
     scope = frozenset(r.model_ids) if r.model_ids is not None else None
     return k.KeyInfo(r.id, r.organization_id, r.org_name, r.prefix, r.type, scope, r.name)
 
 
-def _model_info(r: Row) -> ModelInfo:
+def _model_info(r: Row[Any]) -> ModelInfo:
     return ModelInfo(r.id, r.name, r.organization_id, r.org_name, r.created_at_ms)
 
 

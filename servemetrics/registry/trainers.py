@@ -8,6 +8,7 @@ A trainer deployment belongs to an organization. Its series carry ``deployment_i
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from sqlalchemy import Connection, Row, delete, insert, select, update
 
@@ -226,6 +227,6 @@ class Trainers:
         return [TrainerTargetInfo(r.url, r.kind, r.trainer, r.node_id, r.role) for r in rows]
 
 
-def _node(row: Row, targets: list[TrainerTarget]) -> TrainerNode:
+def _node(row: Row[Any], targets: list[TrainerTarget]) -> TrainerNode:
     ranks = tuple(int(r) for r in (row.gpu_ranks or ()))
     return TrainerNode(row.node_id, row.role, ranks, row.pod, row.namespace, tuple(targets))

@@ -56,7 +56,8 @@ def _build_write_request() -> type:
     _message(file, "WriteRequest", (("timeseries", 1, _F.TYPE_MESSAGE, rep, ".prometheus.TimeSeries"),))
     pool = descriptor_pool.DescriptorPool()
     pool.Add(file)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("prometheus.WriteRequest"))
+    message: type = message_factory.GetMessageClass(pool.FindMessageTypeByName("prometheus.WriteRequest"))
+    return message
 
 
 WriteRequest = _build_write_request()

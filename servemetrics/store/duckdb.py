@@ -26,7 +26,7 @@ from servemetrics.samples import SampleBatch
 from servemetrics.store import duckdb_codec as codec
 from servemetrics.store import duckdb_eval
 from servemetrics.store.base import Selection, SelectResult, StoreStats, check_value_sets
-from servemetrics.store.duckdb_eval import RollupIndex
+from servemetrics.store.duckdb_rollups import RollupIndex
 from servemetrics.store.duckdb_schema import (
     CHUNK_MS,
     HOT_LABELS,

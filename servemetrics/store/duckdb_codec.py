@@ -97,7 +97,8 @@ def decode_ts(blob: bytes) -> np.ndarray:
     """Inverse of ``encode_ts``."""
     mode, first, step, n = _TS_HEAD.unpack_from(blob)
     if mode == 0:
-        return first + step * np.arange(n, dtype=np.int64)
+        grid: np.ndarray = first + step * np.arange(n, dtype=np.int64)
+        return grid
     out = np.empty(n, dtype=np.int64)
     out[0] = first
     out[1:] = decode_ints(blob[_TS_HEAD.size :])
@@ -160,5 +161,7 @@ def decode_values(blob: bytes) -> np.ndarray:
         at = 1 + _LEN.size
         out = decode_ints(blob[at : at + size]) / _SCALES[decimals & ~_VAL_NEAR]
         _, _, _, fix = _unpack(blob[at + size :])
-        return np.bitwise_xor(out.view(np.uint64), fix).view(np.float64)
-    return decode_ints(blob[1:]) / _SCALES[decimals]
+        fixed: np.ndarray = np.bitwise_xor(out.view(np.uint64), fix).view(np.float64)
+        return fixed
+    scaled: np.ndarray = decode_ints(blob[1:]) / _SCALES[decimals]
+    return scaled

@@ -21,6 +21,7 @@ from typing import NamedTuple
 import numpy as np
 
 from servemetrics.store.base import Cell, GroupKey, Reducer, Selection, SelectResult
+from servemetrics.store.duckdb_rollups import RollupIndex
 
 Ranges = list[tuple[int, int]]
 """Sorted, disjoint half-open time ranges ``[lo, hi)`` (epoch ms)."""
@@ -170,69 +171,15 @@ class _Stream:
     def prev_within(self, index: np.ndarray, since: np.ndarray) -> np.ndarray:
         """Per sample ``index`` (valid): it has a previous sample of its series at or after ``since``."""
         before = np.maximum(index - 1, 0)
-        return (index > 0) & (self.sidx[before] == self.sidx[index]) & (self.ts[before] >= since)
+        within: np.ndarray = (
+            (index > 0) & (self.sidx[before] == self.sidx[index]) & (self.ts[before] >= since)
+        )
+        return within
 
     def find(self, series: np.ndarray, ts: np.ndarray) -> np.ndarray:
         """Per (series index, ts): the position of the first sample of that series at or after ts."""
-        return np.searchsorted(self.key, series.astype(np.int64) * self.span + (ts - self.t0))
-
-
-class RollupIndex:
-    """The ``rollups`` table in memory, sorted by (series, bucket); ``key`` = series << 32 | bucket number."""
-
-    COLUMNS = ("series_id", "bucket", "n", "sum", "inc", "first_inc", "prev_age", "last_off", "last_val")
-
-    def __init__(self, cols: dict[str, np.ndarray], rollup_ms: int, presorted: bool = False) -> None:
-        sid = np.asarray(cols["series_id"], dtype=np.int64)
-        bucket = np.asarray(cols["bucket"], dtype=np.int64)
-        key = (sid << 32) | (bucket // rollup_ms)
-        order = slice(None) if presorted else np.argsort(key, kind="stable")
-        self.rollup_ms = rollup_ms
-        self.key = key[order]
-        self.bucket = bucket[order]
-        self.n = np.asarray(cols["n"], dtype=np.int64)[order]
-        self.sum = np.asarray(cols["sum"], dtype=np.float64)[order]
-        self.inc = np.asarray(cols["inc"], dtype=np.float64)[order]
-        first = np.asarray(cols["first_inc"], dtype=np.float64)[order]
-        self.prev_age = np.asarray(cols["prev_age"], dtype=np.int64)[order]  # -1: no previous sample
-        self.first_inc = np.where(self.prev_age >= 0, first, 0.0)
-        self.full_inc = self.inc + self.first_inc
-        self.last_ts = self.bucket + np.asarray(cols["last_off"], dtype=np.int64)[order]
-        self.last_val = np.asarray(cols["last_val"], dtype=np.float64)[order]
-
-    @classmethod
-    def empty(cls, rollup_ms: int) -> RollupIndex:
-        """An index without rows, for buckets of ``rollup_ms``."""
-        return cls({c: np.zeros(0) for c in cls.COLUMNS}, rollup_ms, presorted=True)
-
-    def columns(self) -> dict[str, np.ndarray]:
-        """The rows as the ``rollups`` table's columns (``COLUMNS``)."""
-        return {
-            "series_id": self.key >> 32,
-            "bucket": self.bucket,
-            "n": self.n,
-            "sum": self.sum,
-            "inc": self.inc,
-            "first_inc": self.first_inc,
-            "prev_age": self.prev_age,
-            "last_off": self.last_ts - self.bucket,
-            "last_val": self.last_val,
-        }
-
-    def merged(self, cols: dict[str, np.ndarray]) -> RollupIndex:
-        """A new index with the rows ``cols`` (keys not present yet) added."""
-        if len(cols["bucket"]) == 0:
-            return self
-        mine = self.columns()
-        return RollupIndex(
-            {c: np.concatenate([mine[c], np.asarray(cols[c])]) for c in self.COLUMNS}, self.rollup_ms
-        )
-
-    def ranges(self, sids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Row ranges ``[i0, i1)`` of series ``sids`` with buckets in ``[lo, hi)`` (multiples of the step)."""
-        base = sids.astype(np.int64) << 32
-        r = self.rollup_ms
-        return np.searchsorted(self.key, base | (lo // r)), np.searchsorted(self.key, base | (hi // r))
+        found: np.ndarray = np.searchsorted(self.key, series.astype(np.int64) * self.span + (ts - self.t0))
+        return found
 
 
 class _Samples(NamedTuple):

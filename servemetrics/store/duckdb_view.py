@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from servemetrics.store.duckdb_eval import RollupIndex
+from servemetrics.store.duckdb_rollups import RollupIndex
 
 Segment = tuple[np.ndarray, np.ndarray, np.ndarray]  # series id (uint32), ts (int64), value (float64)
 

@@ -11,7 +11,7 @@ from servemetrics.samples import SampleBatch
 from servemetrics.store import STORE_FILE, open_store
 from servemetrics.store.base import Cell, Reducer, Selection, ValueSet
 from servemetrics.store.duckdb import DuckDBStore
-from servemetrics.store.duckdb_eval import RollupIndex
+from servemetrics.store.duckdb_rollups import RollupIndex
 from servemetrics.store.duckdb_view import View, sort_segment
 from servemetrics.store.memory import MemoryStore
 from servemetrics.types import labels_of

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from prometheus_client.utils import floatToGoString
+from servemetrics.ingest.exposition import format_bound
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class Rule:
         else:
             out = {dst: labels[src] for src, dst in self.labels.items() if labels.get(src)}
         if "le" in out and self.le_divisor != 1.0 and out["le"] != "+Inf":
-            out["le"] = floatToGoString(float(out["le"]) / self.le_divisor)
+            out["le"] = format_bound(float(out["le"]) / self.le_divisor)
         if self.source:
             out["source"] = self.source
         return out

@@ -1,0 +1,67 @@
+"""``RollupIndex``: the ``rollups`` table of ``DuckDBStore`` in memory (one row per series per 30-minute
+bucket of sealed samples: count, sum, increases, last sample), sorted by (series, bucket), which answers
+the aligned middle of a long window without decoding a chunk (``duckdb_eval``; docs/store.md).
+Times are epoch ms.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class RollupIndex:
+    """The ``rollups`` table in memory, sorted by (series, bucket); ``key`` = series << 32 | bucket number."""
+
+    COLUMNS = ("series_id", "bucket", "n", "sum", "inc", "first_inc", "prev_age", "last_off", "last_val")
+
+    def __init__(self, cols: dict[str, np.ndarray], rollup_ms: int, presorted: bool = False) -> None:
+        sid = np.asarray(cols["series_id"], dtype=np.int64)
+        bucket = np.asarray(cols["bucket"], dtype=np.int64)
+        key = (sid << 32) | (bucket // rollup_ms)
+        order = slice(None) if presorted else np.argsort(key, kind="stable")
+        self.rollup_ms = rollup_ms
+        self.key = key[order]
+        self.bucket = bucket[order]
+        self.n = np.asarray(cols["n"], dtype=np.int64)[order]
+        self.sum = np.asarray(cols["sum"], dtype=np.float64)[order]
+        self.inc = np.asarray(cols["inc"], dtype=np.float64)[order]
+        first = np.asarray(cols["first_inc"], dtype=np.float64)[order]
+        self.prev_age = np.asarray(cols["prev_age"], dtype=np.int64)[order]  # -1: no previous sample
+        self.first_inc = np.where(self.prev_age >= 0, first, 0.0)
+        self.full_inc = self.inc + self.first_inc
+        self.last_ts = self.bucket + np.asarray(cols["last_off"], dtype=np.int64)[order]
+        self.last_val = np.asarray(cols["last_val"], dtype=np.float64)[order]
+
+    @classmethod
+    def empty(cls, rollup_ms: int) -> RollupIndex:
+        """An index without rows, for buckets of ``rollup_ms``."""
+        return cls({c: np.zeros(0) for c in cls.COLUMNS}, rollup_ms, presorted=True)
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The rows as the ``rollups`` table's columns (``COLUMNS``)."""
+        return {
+            "series_id": self.key >> 32,
+            "bucket": self.bucket,
+            "n": self.n,
+            "sum": self.sum,
+            "inc": self.inc,
+            "first_inc": self.first_inc,
+            "prev_age": self.prev_age,
+            "last_off": self.last_ts - self.bucket,
+            "last_val": self.last_val,
+        }
+
+    def merged(self, cols: dict[str, np.ndarray]) -> RollupIndex:
+        """A new index with the rows ``cols`` (keys not present yet) added."""
+        if len(cols["bucket"]) == 0:
+            return self
+        mine = self.columns()
+        return RollupIndex(
+            {c: np.concatenate([mine[c], np.asarray(cols[c])]) for c in self.COLUMNS}, self.rollup_ms
+        )
+
+    def ranges(self, sids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Row ranges ``[i0, i1)`` of series ``sids`` with buckets in ``[lo, hi)`` (multiples of the step)."""
+        base = sids.astype(np.int64) << 32
+        r = self.rollup_ms
+        return np.searchsorted(self.key, base | (lo // r)), np.searchsorted(self.key, base | (hi // r))
