@@ -64,11 +64,16 @@ def service_of(request: Request) -> Service:
     return service
 
 
-async def get_gateway(service: ServiceDep) -> Gateway:
+def gateway_of(service: Service) -> Gateway:
     """The service's gateway; 503 when the service runs without one."""
     if service.gateway is None:
         raise ApiError(503, "the gateway is not enabled in this service")
     return service.gateway
+
+
+async def get_gateway(service: ServiceDep) -> Gateway:
+    """The service's gateway (``gateway_of``) as a dependency."""
+    return gateway_of(service)
 
 
 def queued_of(service: Service) -> QueuedRequests:

@@ -18,6 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from servemetrics.gateway.errors import error_response
 from servemetrics.query.bounds import NotHistogramError
 from servemetrics.query.errors import UnknownMetricError, WindowError
 from servemetrics.registry import Conflict, InvalidValue, NotFound
@@ -52,18 +53,6 @@ def unauthorized(message: str) -> ApiError:
 def forbidden(message: str) -> ApiError:
     """403 with ``message``."""
     return ApiError(403, message)
-
-
-def error_response(status: int, message: str, retry_after: int | None = None) -> JSONResponse:
-    """``{"error": message}`` with ``status``; with ``retry_after`` (whole seconds) the body also has
-    ``"retry_after"`` and the response a ``Retry-After`` header."""
-    if retry_after is None:
-        return JSONResponse({"error": message}, status_code=status)
-    return JSONResponse(
-        {"error": message, "retry_after": retry_after},
-        status_code=status,
-        headers={"Retry-After": str(retry_after)},
-    )
 
 
 _PLAIN = {

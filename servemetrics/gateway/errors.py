@@ -1,8 +1,8 @@
 """The spec's error body, ``{"error": message}`` (plus ``retry_after`` and a ``Retry-After`` header).
 
-The gateway's own answers (404, 429, 502, 503) and the inference router's rendering of ``ApiError`` use
-this one function; ``api/errors.py`` renders the same shape for the rest of the API (it may import it
-from here: the gateway never imports ``api``).
+The one renderer of that body: the gateway's own answers (404, 429, 502, 503), the inference router's
+rendering of ``ApiError`` and ``api/errors.py``'s exception handlers for the rest of the API all use it
+(it lives here because the gateway never imports ``api``).
 """
 
 from __future__ import annotations

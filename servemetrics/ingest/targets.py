@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from servemetrics.ingest.scraper import Target
-from servemetrics.labels import target_labels
+from servemetrics.labels import TARGET_LABELS, target_labels
 
 __all__ = ["ReplicaTargetRecord", "TrainerTargetRecord", "targets_from_registry"]
 
@@ -48,10 +48,12 @@ class TrainerTargetRecord(Protocol):
 
 
 def replica_labels(t: ReplicaTargetRecord) -> dict[str, str]:
-    """The registry labels the scraper attaches to a replica target's samples, ``""`` where none."""
-    return dict(
+    """The registry labels the scraper attaches to a replica target's samples, ``""`` where none, in
+    ``TARGET_LABELS`` order (the order service discovery answers them in)."""
+    labels = dict(
         target_labels(t.model_id, t.model_name, t.deployment_id, t.replica, t.environment, t.rollout_phase)
     )
+    return {name: labels[name] for name in TARGET_LABELS}
 
 
 def targets_from_registry(

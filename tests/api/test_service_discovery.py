@@ -267,3 +267,18 @@ def test_auth(client):
     assert get(client, "nope").status_code == 401
     resp = get(client, INVOKE_KEY)
     assert resp.status_code == 403 and "WORKSPACE_EXPORT_METRICS" in resp.json()["error"]
+
+
+def test_replica_labels_come_in_the_registry_label_order(client):
+    """The JSON lists a replica target's registry labels in ``TARGET_LABELS`` order, as it always has."""
+    replica_groups = [g for g in get(client).json() if "replica" in g["labels"]]
+    assert replica_groups
+    for group in replica_groups:
+        assert [k for k in group["labels"] if not k.startswith("__")] == [
+            "model_id",
+            "model_name",
+            "deployment_id",
+            "replica",
+            "environment",
+            "rollout_phase",
+        ]

@@ -292,6 +292,16 @@ def _model(body: str) -> str:
             "give each promotion its own `at`",
         ),
         (
+            _model(
+                "deployments: [{id: d1}, {id: d2}], environments: [{name: p, promotions: ["
+                "{deployment: d1, at: '2026-01-01T00:00:00.250Z'}, {deployment: d2, at: "
+                "'2026-01-01T00:00:00.250Z'}]}]"
+            ),
+            "config: `models[0].environments[0]`: environment 'p' has two promotions at "
+            "2026-01-01T00:00:00.250Z; "
+            "give each promotion its own `at`",
+        ),
+        (
             _model("deployments: [{id: d, replicas: [{id: r, targets: ['http://']}]}]"),
             "config: `models[0].deployments[0].replicas[0].targets[0]`: target 'http://' has no host; "
             "write e.g. "

@@ -25,7 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from servemetrics.api.deps import parse_authorization, service_of
+from servemetrics.api.deps import GatewayDep, gateway_of, parse_authorization, service_of
 from servemetrics.api.errors import ApiError, forbidden, not_found, unauthorized
 from servemetrics.gateway import Gateway
 from servemetrics.gateway.errors import error_response
@@ -38,10 +38,8 @@ HOST_PREFIX = "model-"
 
 
 def _gateway(request: Request) -> Gateway:
-    gateway = service_of(request).gateway
-    if gateway is None:  # create_app mounts these routes only with a gateway; a guard for embedders
-        raise ApiError(503, "the gateway is not enabled in this service")
-    return gateway
+    """The gateway, for the endpoints ``InferenceRouter`` calls outside dependency injection."""
+    return gateway_of(service_of(request))
 
 
 async def invoking_model(request: Request, model_id: str | None) -> ModelInfo:
@@ -149,9 +147,9 @@ for _route in FAST_ROUTES:
 
 
 @router.get("/gateway/metrics", include_in_schema=False)
-async def gateway_metrics(request: Request) -> Response:
+async def gateway_metrics(gateway: GatewayDep) -> Response:
     """The gateway's request and replica series (Prometheus text format; no key needed, like /metrics)."""
-    return Response(_gateway(request).metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+    return Response(gateway.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
 
 def is_inference_path(path: str) -> bool:
