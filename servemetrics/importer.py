@@ -6,7 +6,6 @@ Used by ``servemetrics import``; the parsing is ``ingest.backfill.iter_backfill`
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -17,6 +16,7 @@ from servemetrics.config import Config, apply_config, engine_options
 from servemetrics.ingest.backfill import BackfillError, iter_backfill
 from servemetrics.registry import Registry
 from servemetrics.samples import MAX_FUTURE_MS
+from servemetrics.timeutil import wall_clock_ms
 
 if TYPE_CHECKING:
     from servemetrics.store.base import Store
@@ -132,7 +132,7 @@ def _append_file(store: Store, path: Path, labels: dict[str, str], progress: Pro
     stored = 0
     try:
         for batch in iter_backfill(path, labels, progress=progress):
-            if len(batch) and int(batch.ts_ms.max()) >= time.time() * 1000 + MAX_FUTURE_MS:
+            if len(batch) and int(batch.ts_ms.max()) >= wall_clock_ms() + MAX_FUTURE_MS:
                 raise ImportFailed(
                     f"stopped after {stored} samples: a sample is over 10 minutes in the future; "
                     "backfill timestamps are in seconds"

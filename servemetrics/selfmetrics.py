@@ -12,7 +12,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-TARGET_LABELS = ["model_id", "deployment_id", "replica", "target"]
+SCRAPE_TARGET_LABELS = ["model_id", "deployment_id", "replica", "target"]
 
 REMOTE_WRITE_METRICS: dict[str, tuple[str, str, str]] = {
     "queue_samples": (
@@ -60,7 +60,7 @@ class SelfMetrics:
         samples_appended: counter of samples newly stored, by ``path`` (scrape / remote_write / import).
         query_latency: histogram of metrics-query latency in seconds, by ``mode``.
         targets: gauge of configured scrape targets.
-        target_up: per target (``TARGET_LABELS``), 1 when its last scrape succeeded.
+        target_up: per target (``SCRAPE_TARGET_LABELS``), 1 when its last scrape succeeded.
     """
 
     def __init__(self) -> None:
@@ -97,7 +97,7 @@ class SelfMetrics:
         self.target_up = Gauge(
             "servemetrics_target_up",
             "1 when the last scrape of the target succeeded, else 0.",
-            TARGET_LABELS,
+            SCRAPE_TARGET_LABELS,
             registry=r,
         )
 

@@ -3,6 +3,7 @@
 - ``Millis``: a Unix epoch time in integer milliseconds.
 - ``Labels``: a label set as a tuple of ``(name, value)`` pairs sorted by name; hashable, so it can key dicts.
 - ``SeriesKey``: ``(metric_name, Labels)``, the identity of one series.
+- ``Matchers``: ``(label, value)`` pairs a selected series must carry.
 - ``labels_of``: the canonical ``Labels`` of a mapping.
 - ``redact_url``: a URL as it may be shown (API responses, logs, metric labels): its password is ``***``.
 """
@@ -12,6 +13,8 @@ from __future__ import annotations
 Millis = int
 Labels = tuple[tuple[str, str], ...]
 SeriesKey = tuple[str, Labels]
+Matchers = tuple[tuple[str, str], ...]
+"""Label equality matchers: ``(name, value)`` pairs a series must carry (``()`` matches every series)."""
 
 
 def labels_of(mapping: dict[str, str]) -> Labels:

@@ -18,6 +18,7 @@ PACKAGES = [
     "servemetrics.config",
     "servemetrics.gateway",
     "servemetrics.ingest.adapters",
+    "servemetrics.query",
     "servemetrics.registry",
     "servemetrics.remote_write",
     "servemetrics.store",

@@ -52,7 +52,7 @@ def create_app(
     store: Store | None = None,
     gateway: bool = True,
     gateway_options: GatewayOptions | None = None,
-    async_options: QueuedOptions | None = None,
+    queued_options: QueuedOptions | None = None,
 ) -> FastAPI:
     """Build the service for ``config``; the arguments are ``open_service``'s (``gateway`` also mounts
     the inference paths and ``/gateway/metrics``)."""
@@ -64,7 +64,7 @@ def create_app(
         store=store,
         gateway=gateway,
         gateway_options=gateway_options,
-        async_options=async_options,
+        queued_options=queued_options,
     )
 
     @contextlib.asynccontextmanager

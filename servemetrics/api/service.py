@@ -106,12 +106,12 @@ async def running_gateway(
     registry: Registry,
     clock: Clock,
     options: GatewayOptions | None = None,
-    async_options: QueuedOptions | None = None,
+    queued_options: QueuedOptions | None = None,
 ) -> AsyncIterator[tuple[Gateway, QueuedRequests]]:
     """The gateway over ``registry`` (``GatewayOptions()`` by default) and its queued requests, started;
     stopped at exit (queued requests first)."""
     gateway = Gateway(registry, clock, options or GatewayOptions())
-    queued = QueuedRequests(gateway, QueuedStore(registry.engine), async_options)
+    queued = QueuedRequests(gateway, QueuedStore(registry.engine), queued_options)
     await gateway.start()
     try:
         await queued.start()
@@ -149,7 +149,7 @@ async def open_service(
     store: Store | None = None,
     gateway: bool = True,
     gateway_options: GatewayOptions | None = None,
-    async_options: QueuedOptions | None = None,
+    queued_options: QueuedOptions | None = None,
 ) -> AsyncIterator[Service]:
     """The service for ``config``, running until the ``async with`` ends (then stopped in reverse order:
     loops, scraper, HTTP client, gateway, store, registry).
@@ -161,7 +161,7 @@ async def open_service(
         store: a store to use instead of the one ``config`` names (tests); closed at exit too.
         gateway: run the gateway (the app then mounts the inference paths and ``/gateway/metrics``).
         gateway_options: the gateway's tunables (default ``GatewayOptions()``).
-        async_options: queued (async) requests' tunables (default ``QueuedOptions()``).
+        queued_options: queued (async) requests' tunables (default ``QueuedOptions()``).
     """
     async with AsyncExitStack() as stack:
         Path(config.data_dir).mkdir(parents=True, exist_ok=True)
@@ -175,7 +175,7 @@ async def open_service(
             service.metrics.watch_remote_write(opened.remote_write_stats)
         if gateway:
             service.gateway, service.queued = await stack.enter_async_context(
-                running_gateway(registry, clock, gateway_options, async_options)
+                running_gateway(registry, clock, gateway_options, queued_options)
             )
         client = await stack.enter_async_context(httpx.AsyncClient())
         loops: list[Loop] = [_retention(service)]

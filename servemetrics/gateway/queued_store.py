@@ -47,11 +47,6 @@ class QueuedRequest:
     webhook_last_error: str | None
     webhook_next_at_ms: int | None
 
-    @property
-    def expires_at_ms(self) -> int:
-        """When a request still QUEUED expires."""
-        return self.created_at_ms + self.max_time_in_queue_s * 1000
-
 
 _HEAD = [c for c in _A.c if c.name not in ("model_input", "result")]
 """Columns of a request without its payloads (what the dispatcher scans every tick)."""

@@ -4,7 +4,7 @@ Prometheus scrape semantics where they matter: each target is scraped every ``in
 offset derived from a hash of its URL (spreads load; "jitter"), with a timeout; a failed scrape (HTTP
 error, timeout, malformed exposition) stores nothing but ``up`` = 0 (regression case C7), a good one
 stores its samples and ``up`` = 1. A target that answers JSON is the kubelet Summary API
-(``adapters.kubelet_summary``); anything else is exposition text. Labels from the registry
+(``ingest.kubelet_summary``); anything else is exposition text. Labels from the registry
 (``model_id``, ``deployment_id``, ``replica``; ``node_id`` for trainer nodes ...) are attached by the
 adapters.
 
@@ -36,7 +36,8 @@ from servemetrics.keyed_loops import KeyedLoops
 from servemetrics.labels import PHASE_LABELS, UP
 from servemetrics.samples import MAX_FUTURE_MS, Sample, SampleBatch
 from servemetrics.selfmetrics import SelfMetrics
-from servemetrics.types import SeriesKey, labels_of, redact_url
+from servemetrics.timeutil import wall_clock_ms
+from servemetrics.types import Labels, SeriesKey, labels_of, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -50,7 +51,7 @@ class Target:
     """A ``/metrics`` URL and the registry labels attached to its samples."""
 
     url: str
-    labels: tuple[tuple[str, str], ...]
+    labels: Labels
 
     @functools.cached_property
     def label_dict(self) -> dict[str, str]:
@@ -124,7 +125,7 @@ class Scraper:
 
     async def scrape_once(self, target: Target, now_ms: int | None = None) -> ScrapeResult:
         """Scrape ``target`` once and store the result; never raises for a bad target."""
-        ts = int(time.time() * 1000) if now_ms is None else now_ms
+        ts = wall_clock_ms() if now_ms is None else now_ms
         started = time.perf_counter()
         result = await self._fetch_and_parse(target, ts)
         if result.up:

@@ -34,6 +34,7 @@ from servemetrics.query.execute import status_class
 from servemetrics.query.loops_plan import LoopsNode, LoopsPlan
 from servemetrics.query.quantiles import bucket_quantile, parse_le
 from servemetrics.store.base import Cell, Reducer, Selection, SelectResult, Store
+from servemetrics.types import Matchers
 
 GPU_MEMORY = CATALOG["baseten_gpu_memory_used"].name
 GPU_UTIL = CATALOG["baseten_gpu_utilization"].name
@@ -137,7 +138,7 @@ class _Query:
         name: str,
         reducer: Reducer,
         group_by: tuple[str, ...] = (),
-        matchers: tuple[tuple[str, str], ...] = (),
+        matchers: Matchers = (),
     ) -> SelectResult:
         return self.store.select(Selection(name, reducer, self.plan.value_sets, group_by, matchers))
 
@@ -161,7 +162,7 @@ class _Query:
         return out
 
 
-def _node_matchers(node: LoopsNode, kubelet: bool) -> tuple[tuple[str, str], ...]:
+def _node_matchers(node: LoopsNode, kubelet: bool) -> Matchers:
     out = [("node_id", node.node_id)]
     if kubelet and node.pod:
         out.append(("pod", node.pod))

@@ -16,8 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-Timeline = list[tuple[int, frozenset[str]]]
-"""Sorted ``(instant_ms, deployment ids serving from that instant on)``."""
+from servemetrics.timeutil import Timeline, TimelineEntry
 
 
 @dataclass(frozen=True)
@@ -66,10 +65,10 @@ class _State:
             self.promotion, self.base = 0, self.previous
 
 
-def states(changes: Iterable[Change]) -> Timeline:
+def states(changes: Iterable[Change]) -> list[TimelineEntry]:
     """The serving set after each instant with changes, merged when a change leaves it equal."""
     state = _State()
-    out: Timeline = []
+    out: list[TimelineEntry] = []
     for c in sorted(changes, key=lambda c: (c.at_ms, c.order)):
         state.apply(c)
         serving = state.serving()
@@ -80,18 +79,18 @@ def states(changes: Iterable[Change]) -> Timeline:
     return _merge(out)
 
 
-def _merge(timeline: Timeline) -> Timeline:
-    merged: Timeline = []
+def _merge(timeline: Timeline) -> list[TimelineEntry]:
+    merged: list[TimelineEntry] = []
     for at, serving in timeline:
         if not merged or merged[-1][1] != serving:
             merged.append((at, serving))
     return merged
 
 
-def window(timeline: Timeline, start_ms: int, end_ms: int) -> Timeline:
+def window(timeline: Timeline, start_ms: int, end_ms: int) -> list[TimelineEntry]:
     """Cut ``timeline`` to ``[start_ms, end_ms)``: first entry at ``start_ms``, then changes inside."""
     first: frozenset[str] = frozenset()
-    inside: Timeline = []
+    inside: list[TimelineEntry] = []
     for at, serving in timeline:
         if at <= start_ms:
             first = serving

@@ -4,9 +4,9 @@ The wire format is written by hand with numpy (protobuf encoding spec, "Encoding
 ``TimeSeries`` (field 1 of ``WriteRequest``) holding its sorted labels (field 1, ``__name__`` first by
 sort order) and its samples (field 2), each sample ``value`` (field 1, fixed64 double) and ``timestamp``
 (field 2, varint int64). Concatenated ``WriteRequest`` encodings are one valid ``WriteRequest``
-(repeated fields merge), so pieces are encoded separately and joined. ``ingest.remote_write
-.decode_write_request`` reads the result back (tests round-trip it). About four times faster than building
-the protobuf message sample by sample (about 0.6 µs per sample with the sort, 2.3 µs that way).
+(repeated fields merge), so pieces are encoded separately and joined. ``decode_write_request`` (beside
+it in ``remote_write/``) reads the result back (tests round-trip it). About four times faster than
+building the protobuf message sample by sample (about 0.6 µs per sample with the sort, 2.3 µs that way).
 """
 
 from __future__ import annotations

@@ -16,6 +16,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
 from servemetrics.samples import Sample
+from servemetrics.types import labels_of
 
 __all__ = ["RemoteWriteError", "WriteRequest", "decode_write_request", "encode_write_request"]
 
@@ -85,7 +86,7 @@ def decode_write_request(body: bytes) -> list[Sample]:
         name = labels.pop("__name__", "")
         if not name:
             raise RemoteWriteError(f"time series {i} has no __name__ label")
-        key = tuple(sorted(labels.items()))
+        key = labels_of(labels)
         out.extend(Sample(name, key, s.value, s.timestamp) for s in series.samples if math.isfinite(s.value))
     return out
 

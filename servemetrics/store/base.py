@@ -38,6 +38,7 @@ from enum import StrEnum
 from typing import NamedTuple, Protocol, runtime_checkable
 
 from servemetrics.samples import SampleBatch
+from servemetrics.types import Matchers
 
 DEFAULT_LOOKBACK_MS = 10 * 60 * 1000
 """INCREASE looks this far before a value set for the previous sample of a series (10 minutes)."""
@@ -77,7 +78,7 @@ class Selection:
     reducer: Reducer
     value_sets: tuple[ValueSet, ...]
     group_by: tuple[str, ...] = ()
-    matchers: tuple[tuple[str, str], ...] = ()
+    matchers: Matchers = ()
     lookback_ms: int = DEFAULT_LOOKBACK_MS
 
 
@@ -117,7 +118,7 @@ class Store(Protocol):
         """Drop samples older than ``ts_ms`` (retention); return how many were dropped."""
         ...
 
-    def label_values(self, name: str, label: str, matchers: tuple[tuple[str, str], ...] = ()) -> list[str]:
+    def label_values(self, name: str, label: str, matchers: Matchers = ()) -> list[str]:
         """Sorted distinct values of ``label`` over the stored series ``name`` matching every matcher
         (label equality, as in ``Selection.matchers``); ``[]`` when none. See the module docstring."""
         ...

@@ -61,7 +61,7 @@ from servemetrics.store.duckdb_view import (
     sort_segment,
 )
 from servemetrics.store.duckdb_writer import CLOSED, Writer, checkpoint, checkpoint_and_close, connect
-from servemetrics.types import SeriesKey
+from servemetrics.types import Labels, Matchers, SeriesKey
 
 GRACE_MS = 10 * 60 * 1000
 """Chunks are sealed once the newest sample is this far past their end (late scrapes stay in ``head``)."""
@@ -115,7 +115,7 @@ class DuckDBStore:
         self.head_path = self.path.with_name(f"{self.path.stem}.head{self.path.suffix}")
         self._cache = ChunkCache(cache_samples)
         self._gen = Generation()
-        self._resolved: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[int, np.ndarray]] = {}
+        self._resolved: dict[SeriesKey, tuple[int, np.ndarray]] = {}
         self._keys: list[SeriesKey] = []
         self._ids: dict[SeriesKey, int] = {}
         self._labels: list[dict[str, str]] = []
@@ -140,7 +140,7 @@ class DuckDBStore:
 
     # -- series --------------------------------------------------------------------------------------
 
-    def _add_key(self, name: str, labels: tuple[tuple[str, str], ...]) -> int:
+    def _add_key(self, name: str, labels: Labels) -> int:
         sid = len(self._keys)
         self._keys.append((name, labels))
         self._ids[(name, labels)] = sid
@@ -290,7 +290,7 @@ class DuckDBStore:
 
     # -- reads ---------------------------------------------------------------------------------------
 
-    def _matching(self, name: str, matchers: tuple[tuple[str, str], ...]) -> np.ndarray:
+    def _matching(self, name: str, matchers: Matchers) -> np.ndarray:
         """Ids of the series named ``name`` that match every matcher (cached until a series is added)."""
         n_keys = len(self._keys)
         hit = self._resolved.get((name, matchers))
@@ -302,7 +302,7 @@ class DuckDBStore:
         self._resolved[(name, matchers)] = (n_keys, sids)
         return sids
 
-    def label_values(self, name: str, label: str, matchers: tuple[tuple[str, str], ...] = ()) -> list[str]:
+    def label_values(self, name: str, label: str, matchers: Matchers = ()) -> list[str]:
         """Sorted distinct values of ``label`` over the series ``name`` matching ``matchers`` (from the
         in-memory series index; no sample is read). Raises ``RuntimeError`` when the store is closed."""
         self._check_open()

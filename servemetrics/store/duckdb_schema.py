@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 
 from servemetrics.store import duckdb_codec as codec
+from servemetrics.types import Labels
 
 DB = "sm"
 """Catalog name of the main file (``series``, ``chunks``, ``rollups``, ``meta``)."""
@@ -203,7 +204,7 @@ def write_sealed_until(con: Con, sealed_until: int) -> None:
     con.execute("INSERT OR REPLACE INTO meta VALUES ('sealed_until', ?)", [sealed_until])
 
 
-def read_series(con: Con) -> list[tuple[int, str, tuple[tuple[str, str], ...]]]:
+def read_series(con: Con) -> list[tuple[int, str, Labels]]:
     """Every ``series`` row as ``(id, name, labels)``, by id."""
     rows = con.execute("SELECT id, name, labels FROM series ORDER BY id").fetchall()
     return [(sid, name, tuple((k, v) for k, v in json.loads(labels))) for sid, name, labels in rows]

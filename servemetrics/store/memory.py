@@ -21,7 +21,7 @@ from servemetrics.store.base import (
     check_value_sets,
     in_value_set,
 )
-from servemetrics.types import Labels, SeriesKey
+from servemetrics.types import Labels, Matchers, SeriesKey
 
 
 class _Series:
@@ -121,7 +121,7 @@ class MemoryStore:
                 cells[i] = Cell(value, 1) if old is None else Cell(old.total + value, old.series + 1)
         return out
 
-    def label_values(self, name: str, label: str, matchers: tuple[tuple[str, str], ...] = ()) -> list[str]:
+    def label_values(self, name: str, label: str, matchers: Matchers = ()) -> list[str]:
         """Sorted distinct values of ``label`` over the series ``name`` matching ``matchers``."""
         out: set[str] = set()
         for labels in self._by_name.get(name, []):

@@ -38,6 +38,7 @@ from servemetrics.store.promql import (
     to_result,
 )
 from servemetrics.store.remote_write_client import RemoteWriteClient, WriterOptions
+from servemetrics.types import Matchers
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +145,7 @@ class PrometheusStore:
                 raw[key] = [[None, None] for _ in sel.value_sets]
         return to_result(raw)
 
-    def label_values(self, name: str, label: str, matchers: tuple[tuple[str, str], ...] = ()) -> list[str]:
+    def label_values(self, name: str, label: str, matchers: Matchers = ()) -> list[str]:
         """Sorted distinct values of ``label`` over the engine's series ``name`` matching ``matchers``
         (``/api/v1/label/<label>/values`` from the epoch to now; series the engine's retention dropped are
         left out).

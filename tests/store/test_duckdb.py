@@ -92,6 +92,19 @@ def test_late_samples_merge_into_sealed_chunks(tmp_path: Path) -> None:
     store.close()
 
 
+def test_delete_before_drops_whole_hours_across_chunks(tmp_path: Path) -> None:
+    """Retention (what the removed ``apply_retention(now, retention)`` did: ``delete_before(now -
+    retention)``): 8 hours stored, everything before hour 3 dropped, the rest answers as before."""
+    store = DuckDBStore(tmp_path / "s.duckdb")
+    store.append(grid_batch(T0, 8 * 240))
+    dropped = store.delete_before(T0 + 8 * HOUR - 5 * HOUR)
+    assert dropped == 3 * 240 * len(KEYS)
+    assert store.stats().samples == 5 * 240 * len(KEYS)
+    got = increase(store, T0, T0 + 8 * HOUR)
+    assert got[("200",)] == [Cell(4 * (5 * 240 - 1), 4)]
+    store.close()
+
+
 def test_reads_run_while_ingest_writes(tmp_path: Path) -> None:
     store = DuckDBStore(tmp_path / "s.duckdb")
     store.append(grid_batch(T0, 240))

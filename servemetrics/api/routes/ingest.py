@@ -31,13 +31,13 @@ from servemetrics.labels import TARGET_LABELS
 from servemetrics.registry import KeyInfo, Registry
 from servemetrics.remote_write import RemoteWriteError, decode_write_request
 from servemetrics.samples import MAX_FUTURE_MS, Sample, SampleBatch
-from servemetrics.types import labels_of
+from servemetrics.types import Labels, labels_of
 
 router = APIRouter(tags=["ingest"])
 
 
 def _adapt_by_target(samples: list[Sample]) -> list[Sample]:
-    groups: dict[tuple[tuple[str, str], ...], list[Sample]] = defaultdict(list)
+    groups: dict[Labels, list[Sample]] = defaultdict(list)
     for s in samples:
         lab = dict(s.labels)
         groups[tuple((k, lab.get(k, "")) for k in TARGET_LABELS)].append(s)
