@@ -10,13 +10,15 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import yaml
 
+from tests.apptools import org
 from tests.conftest import REPO_ROOT
 
 
@@ -61,6 +63,71 @@ def stop(proc: subprocess.Popen[bytes]) -> None:
         proc.wait()
 
 
+def start_replicas(tmp: Path, count: int, token_ms: int) -> tuple[list[int], list[subprocess.Popen[bytes]]]:
+    """``count`` examples/replica.py processes named p0, p1 … (``token_ms`` between tokens) on free
+    ports, output to ``tmp / "r<i>.log"``: their ports and processes."""
+    ports = [free_port() for _ in range(count)]
+    procs = [
+        start(
+            ["examples/replica.py", "--port", str(p), "--name", f"p{i}", "--token-ms", str(token_ms)],
+            tmp / f"r{i}.log",
+        )
+        for i, p in enumerate(ports)
+    ]
+    return ports, procs
+
+
+def two_organizations(
+    manage: str, invoke_m1: str, other: str, more: Mapping[str, str] = {}
+) -> list[dict[str, Any]]:
+    """acme with keys ``manage`` (WORKSPACE_MANAGE_ALL), ``invoke_m1`` (WORKSPACE_INVOKE on m1) and
+    ``more`` ({key: type}); other with ``other`` (WORKSPACE_MANAGE_ALL)."""
+    keys = {manage: "WORKSPACE_MANAGE_ALL", invoke_m1: "WORKSPACE_INVOKE", **more}
+    return [org("acme", keys, scoped={invoke_m1: ["m1"]}), org("other", {other: "WORKSPACE_MANAGE_ALL"})]
+
+
+def theirs(deployment: dict[str, Any], **more: Any) -> dict[str, Any]:
+    """Model m2 ("theirs") of organization other with one ``deployment`` (and ``more`` sections)."""
+    return {"id": "m2", "name": "theirs", "organization": "other", "deployments": [deployment], **more}
+
+
+PROMOTED_AT = "2026-01-01T00:00:00Z"
+"""When the e2e configs' environments were promoted to their deployment (before any test runs)."""
+
+
+def replicas_deployment(dep_id: str, urls: list[str]) -> dict[str, Any]:
+    """A deployment declaration with one replica per target URL: ``r1`` scraped at ``urls[0]`` …"""
+    return {"id": dep_id, "replicas": [{"id": f"r{i + 1}", "targets": [u]} for i, u in enumerate(urls)]}
+
+
+def promoted(env_name: str, dep_id: str) -> dict[str, Any]:
+    """An environment declaration promoted to ``dep_id`` at ``PROMOTED_AT``."""
+    return {"name": env_name, "promotions": [{"deployment": dep_id, "at": PROMOTED_AT}]}
+
+
+def write_service_config(
+    tmp: Path, port: int, organizations: list[dict[str, Any]], models: list[dict[str, Any]]
+) -> None:
+    """``tmp / "servemetrics.yaml"``: listen on 127.0.0.1:``port``, data in ``tmp / "data"``, scrape
+    every second (1 s timeout), with these ``organizations`` and ``models``."""
+    cfg = {
+        "listen": f"127.0.0.1:{port}",
+        "data_dir": str(tmp / "data"),
+        "scrape_interval": "1s",
+        "scrape_timeout": "1s",
+        "organizations": organizations,
+        "models": models,
+    }
+    (tmp / "servemetrics.yaml").write_text(yaml.safe_dump(cfg))
+
+
+def start_service(tmp: Path) -> subprocess.Popen[bytes]:
+    """`servemetrics serve` over ``tmp / "servemetrics.yaml"``, output to ``tmp / "serve.log"``."""
+    return start(
+        ["-m", "servemetrics", "serve", "--config", str(tmp / "servemetrics.yaml")], tmp / "serve.log"
+    )
+
+
 @dataclass(frozen=True)
 class OneReplica:
     """A running service (``base``) scraping one replica (``replica``) every second."""
@@ -76,21 +143,15 @@ def one_replica_service(tmp: Path, key: str, replica_args: tuple[str, ...] = ())
     ``production`` promoted to d1, and ``key`` as a WORKSPACE_MANAGE_ALL key; stops both at the end."""
     rport, sport = free_port(), free_port()
     replica = start(["examples/replica.py", "--port", str(rport), *replica_args], tmp / "replica.log")
-    target = {"id": "r1", "targets": [f"http://127.0.0.1:{rport}/metrics"]}
-    production = {"name": "production", "promotions": [{"deployment": "d1", "at": "2026-01-01T00:00:00Z"}]}
-    cfg = {
-        "listen": f"127.0.0.1:{sport}",
-        "data_dir": str(tmp / "data"),
-        "scrape_interval": "1s",
-        "scrape_timeout": "1s",
-        "organizations": [{"name": "acme", "api_keys": [{"key": key, "type": "WORKSPACE_MANAGE_ALL"}]}],
-        "models": [{"id": "m1", "name": "e2e", "organization": "acme",
-                    "deployments": [{"id": "d1", "replicas": [target]}], "environments": [production]}],
-    }  # fmt: skip
-    (tmp / "servemetrics.yaml").write_text(yaml.safe_dump(cfg))
-    service = start(
-        ["-m", "servemetrics", "serve", "--config", str(tmp / "servemetrics.yaml")], tmp / "serve.log"
+    deployment = replicas_deployment("d1", [f"http://127.0.0.1:{rport}/metrics"])
+    model = {"id": "m1", "name": "e2e", "organization": "acme"}
+    write_service_config(
+        tmp,
+        sport,
+        [{"name": "acme", "api_keys": [{"key": key, "type": "WORKSPACE_MANAGE_ALL"}]}],
+        [{**model, "deployments": [deployment], "environments": [promoted("production", "d1")]}],
     )
+    service = start_service(tmp)
     try:
         wait_http(f"http://127.0.0.1:{rport}/health")
         wait_http(f"http://127.0.0.1:{sport}/healthz")

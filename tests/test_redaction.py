@@ -15,12 +15,11 @@ import pytest
 from fastapi.testclient import TestClient
 from prometheus_client import generate_latest
 
-from servemetrics.api.app import create_app
-from servemetrics.config import parse_config
 from servemetrics.ingest.scraper import Scraper, Target
 from servemetrics.selfmetrics import SelfMetrics
 from servemetrics.store.memory import MemoryStore
 from servemetrics.types import labels_of, redact_url
+from tests.apptools import build_app, org
 
 READ = "redact-read-key"
 TRAINER_URL = "http://dcgmuser:t0psecret@127.0.0.1:9/metrics"
@@ -44,31 +43,24 @@ def test_redact_url_hides_the_password_only(url: str, shown: str) -> None:
 
 @pytest.fixture
 def client(tmp_path) -> Iterator[TestClient]:
-    cfg = parse_config(
-        {
-            "data_dir": str(tmp_path),
-            "organizations": [
-                {"name": "acme", "api_keys": [{"key": READ, "type": "WORKSPACE_EXPORT_METRICS"}]}
-            ],
-            "models": [
-                {
-                    "id": "m1",
-                    "organization": "acme",
-                    "deployments": [{"id": "d1", "replicas": [{"id": "r1", "targets": [REPLICA_URL]}]}],
-                }
-            ],
-            "loops": [
-                {
-                    "id": "t1",
-                    "organization": "acme",
-                    "nodes": [
-                        {"id": "n1", "role": "leader", "targets": [{"url": TRAINER_URL, "kind": "dcgm"}]}
-                    ],
-                }
-            ],
-        }
-    )
-    with TestClient(create_app(cfg, scrape=False, store=MemoryStore())) as c:
+    declarations = {
+        "organizations": [org("acme", {READ: "WORKSPACE_EXPORT_METRICS"})],
+        "models": [
+            {
+                "id": "m1",
+                "organization": "acme",
+                "deployments": [{"id": "d1", "replicas": [{"id": "r1", "targets": [REPLICA_URL]}]}],
+            }
+        ],
+        "loops": [
+            {
+                "id": "t1",
+                "organization": "acme",
+                "nodes": [{"id": "n1", "role": "leader", "targets": [{"url": TRAINER_URL, "kind": "dcgm"}]}],
+            }
+        ],
+    }
+    with TestClient(build_app(tmp_path, declarations)) as c:
         yield c
 
 

@@ -61,7 +61,8 @@ class _Attempt:
     """One synchronous request from its arrival to its last byte: what it is metered with and what it
     holds. ``gate`` is the deployment's gate once the request is admitted (one slot), ``replica`` the
     (deployment, replica) key while a replica has it (one outstanding request). ``answer`` (a gateway
-    answer: 429, 502, 503) and ``done`` (a relay ended) give back what it holds and meter it once."""
+    answer: 429, 502, 503) and ``done`` (a relay ended) give back what it holds and meter it once;
+    ``abandon`` gives the slot back when sending failed with an exception (no answer to meter)."""
 
     __slots__ = ("_gateway", "labels", "body", "arrived", "gate", "replica")
 
@@ -75,14 +76,22 @@ class _Attempt:
 
     def answer(self, resp: Response) -> Response:
         """Free the slot (if admitted) and meter ``resp`` (first byte = last byte = now); returns it."""
-        if self.gate is not None:
-            self.gate.leave()
+        gate, self.gate = self.gate, None  # given back once, even if metering raises
+        if gate is not None:
+            gate.leave()
         elapsed = time.perf_counter() - self.arrived
         self._gateway.metrics.observe(
             self.labels, resp.status_code, ttfb_s=elapsed, end_to_end_s=elapsed,
             request_bytes=len(self.body), response_bytes=len(resp.body),
         )  # fmt: skip
         return resp
+
+    def abandon(self) -> None:
+        """Sending raised (cancelled: the client left before the replica's answer head): free the slot
+        unless ``answer`` already did."""
+        gate, self.gate = self.gate, None
+        if gate is not None:
+            gate.leave()
 
     def done(self, relay: Relay) -> None:
         """The relay ended (finished, client gone, replica error): give the replica and the slot back
@@ -252,7 +261,11 @@ class Gateway:
         except Full as exc:
             return attempt.answer(error(429, f"{exc}; retry after {exc.retry_after_s} s", exc.retry_after_s))
         attempt.gate = gate
-        return await self._send(request, attempt, dep_id, path)
+        try:
+            return await self._send(request, attempt, dep_id, path)
+        except BaseException:  # _send gave the replica back; the slot would leak for good
+            attempt.abandon()
+            raise
 
     async def _send(self, request: Request, attempt: _Attempt, dep_id: str, path: str) -> Response | Relay:
         """Send to the least busy active replica (one refusing the connection: the next) and relay its

@@ -252,6 +252,9 @@ class UpstreamResponse:
         except UpstreamError:
             conn.close()
             raise
+        except asyncio.CancelledError:  # the client left: hang up, the replica may stop working on it
+            conn.close()
+            raise
         return True
 
     async def _read_head(self) -> None:

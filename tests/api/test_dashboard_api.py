@@ -11,7 +11,8 @@ from servemetrics.samples import Sample, SampleBatch
 from servemetrics.store.base import Store
 from servemetrics.store.duckdb import DuckDBStore
 from servemetrics.store.memory import MemoryStore
-from tests.api.conftest import Serve, org
+from tests.api.conftest import Serve
+from tests.apptools import org
 from tests.conftest import schema_validator
 from tests.query.helpers import T0, at, series, store_with
 

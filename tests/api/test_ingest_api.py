@@ -8,7 +8,8 @@ from fastapi.testclient import TestClient
 from servemetrics.remote_write import encode_write_request
 from servemetrics.samples import Sample
 from servemetrics.types import labels_of
-from tests.api.conftest import Serve, auth, org
+from tests.api.conftest import Serve
+from tests.apptools import auth, org
 from tests.conftest import schema_validator
 from tests.query.helpers import T0, at
 

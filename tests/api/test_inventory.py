@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.api.conftest import Serve, auth, org
+from tests.api.conftest import Serve
+from tests.apptools import auth, org
 
 MANAGE, READ, OTHER = "inv-manage", "inv-read", "inv-other"
 ID_RULE = "use 1 to 100 letters, digits, '.', '_' or '-', starting with a letter or digit"

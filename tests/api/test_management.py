@@ -12,7 +12,7 @@ from fastapi.testclient import TestClient
 from servemetrics.api.errors import install_error_handlers
 from servemetrics.api.routes import environments, events, management
 from servemetrics.registry import Registry
-from tests.api.conftest import service_over
+from tests.apptools import service_over
 
 MANAGE = {"Authorization": "Api-Key acme-manage-key"}
 BEARER = {"Authorization": "Bearer acme-manage-key"}

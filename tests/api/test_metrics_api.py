@@ -6,7 +6,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from servemetrics.store.memory import MemoryStore
-from tests.api.conftest import Serve, org
+from tests.api.conftest import Serve
+from tests.apptools import org
 from tests.query.helpers import T0, at, series, store_with
 
 KEY, OTHER_KEY, INVOKE_KEY = "sm-test-key-1", "sm-other-org-key", "sm-invoke-key"

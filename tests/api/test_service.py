@@ -7,7 +7,7 @@ import asyncio
 from servemetrics.api.service import Service, gateway_target, open_service, scrape_targets
 from servemetrics.config import parse_config
 from servemetrics.store.memory import MemoryStore
-from tests.api.conftest import org
+from tests.apptools import org
 from tests.query.helpers import at, series, store_with
 
 

@@ -6,7 +6,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from servemetrics.api.service import scrape_targets
-from tests.api.conftest import Serve, org
+from tests.api.conftest import Serve
+from tests.apptools import org
 from tests.query.helpers import at
 
 KEY, SCOPED_KEY, INVOKE_KEY, OTHER_KEY = "sm-sd-key", "sm-sd-scoped", "sm-sd-invoke", "sm-sd-other"

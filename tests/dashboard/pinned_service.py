@@ -26,9 +26,8 @@ from pathlib import Path
 import uvicorn
 from fastapi import FastAPI
 
-from servemetrics.api.app import create_app
-from servemetrics.config import parse_config
 from servemetrics.store.memory import MemoryStore
+from tests.apptools import build_app, org
 from tests.processes import free_port, wait_http
 from tests.query.helpers import T0, at, series, store_with
 
@@ -75,40 +74,32 @@ def make_store() -> MemoryStore:
     )
 
 
-def make_config(tmp: Path):
+def declarations() -> dict:
+    """Organization acme with ``KEY`` and ``REVOCABLE_KEY``; models m1 (d1 serving ``production``, d2)
+    and m2 (x1)."""
     production = {"name": "production", "promotions": [{"deployment": "d1", "at": "2025-12-31T00:00:00Z"}]}
-    return parse_config(
-        {
-            "data_dir": str(tmp),
-            "organizations": [
-                {
-                    "name": "acme",
-                    "api_keys": [
-                        {"key": KEY, "type": "WORKSPACE_MANAGE_ALL"},
-                        {"key": REVOCABLE_KEY, "type": "WORKSPACE_EXPORT_METRICS"},
-                    ],
-                }
-            ],
-            "models": [
-                {
-                    "id": "m1",
-                    "name": "llama",
-                    "organization": "acme",
-                    "deployments": [
-                        {"id": "d1", "name": "v1", "instance_type": {"gpu_type": "H100", "gpu_count": 2}},
-                        {"id": "d2", "name": "v2"},
-                    ],
-                    "environments": [production],
-                },
-                {
-                    "id": "m2",
-                    "name": "whisper",
-                    "organization": "acme",
-                    "deployments": [{"id": "x1", "instance_type": {"gpu_type": "L4", "gpu_count": 1}}],
-                },
-            ],
-        }
-    )
+    keys = {KEY: "WORKSPACE_MANAGE_ALL", REVOCABLE_KEY: "WORKSPACE_EXPORT_METRICS"}
+    return {
+        "organizations": [org("acme", keys)],
+        "models": [
+            {
+                "id": "m1",
+                "name": "llama",
+                "organization": "acme",
+                "deployments": [
+                    {"id": "d1", "name": "v1", "instance_type": {"gpu_type": "H100", "gpu_count": 2}},
+                    {"id": "d2", "name": "v2"},
+                ],
+                "environments": [production],
+            },
+            {
+                "id": "m2",
+                "name": "whisper",
+                "organization": "acme",
+                "deployments": [{"id": "x1", "instance_type": {"gpu_type": "L4", "gpu_count": 1}}],
+            },
+        ],
+    }
 
 
 @dataclass
@@ -122,7 +113,7 @@ class Pinned:
 @contextmanager
 def pinned_service(tmp: Path) -> Iterator[Pinned]:
     """The service above on 127.0.0.1:<free port>; stopped at exit."""
-    app = create_app(make_config(tmp), scrape=False, clock=lambda: NOW, store=make_store(), gateway=False)
+    app = build_app(tmp, declarations(), clock=lambda: NOW, store=make_store(), gateway=False)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)

@@ -14,84 +14,54 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.processes import free_port, start, stop, wait_http
+from tests.apptools import auth as _auth
+from tests.processes import (
+    free_port,
+    promoted,
+    replicas_deployment,
+    start_replicas,
+    start_service,
+    stop,
+    theirs,
+    two_organizations,
+    wait_http,
+    write_service_config,
+)
 
 pytestmark = pytest.mark.e2e
 MANAGE, INVOKE, EXPORT, OTHER = "gw-manage", "gw-invoke-m1", "gw-export", "gw-other-org"
 Service = tuple[str, list[str], Path]
 
 
-def _auth(key: str) -> dict[str, str]:
-    return {"Authorization": f"Api-Key {key}"}
-
-
-def _dep(dep_id: str, urls: list[str]) -> dict[str, object]:
-    return {"id": dep_id, "replicas": [{"id": f"r{i + 1}", "targets": [u]} for i, u in enumerate(urls)]}
-
-
 @pytest.fixture(scope="module")
 def svc(tmp_path_factory) -> Iterator[Service]:
     tmp = tmp_path_factory.mktemp("gateway")
-    ports = [free_port() for _ in range(6)]
-    procs = [
-        start(
-            ["examples/replica.py", "--port", str(p), "--name", f"p{i}", "--token-ms", "40"],
-            tmp / f"r{i}.log",
-        )
-        for i, p in enumerate(ports)
-    ]
+    ports, procs = start_replicas(tmp, 6, token_ms=40)
     m = [f"http://127.0.0.1:{p}/metrics" for p in ports]
     sport = free_port()
-    promo = "2026-01-01T00:00:00Z"
-    cfg = {
-        "listen": f"127.0.0.1:{sport}",
-        "data_dir": str(tmp / "data"),
-        "scrape_interval": "1s",
-        "scrape_timeout": "1s",
-        "organizations": [
-            {
-                "name": "acme",
-                "api_keys": [
-                    {"key": MANAGE, "type": "WORKSPACE_MANAGE_ALL"},
-                    {"key": INVOKE, "type": "WORKSPACE_INVOKE", "model_ids": ["m1"]},
-                    {"key": EXPORT, "type": "WORKSPACE_EXPORT_METRICS"},
-                ],
-            },
-            {"name": "other", "api_keys": [{"key": OTHER, "type": "WORKSPACE_MANAGE_ALL"}]},
-        ],
-        "models": [
-            {
-                "id": "m1",
-                "name": "gw",
-                "organization": "acme",
-                "deployments": [
-                    _dep("d1", [m[0], m[1]]),
-                    _dep("d2", [m[2]]),
-                    _dep("d3", [m[3]]),
-                    _dep("d4", [m[3] + "?d4"]),
-                    _dep("d5", [m[4], m[5]]),
-                    _dep("d6", [m[3] + "?d6"]),
-                ],
-                "environments": [
-                    {"name": "production", "promotions": [{"deployment": "d1", "at": promo}]},
-                    {"name": "staging", "promotions": [{"deployment": "d6", "at": promo}]},
-                ],
-            },
-            {
-                "id": "m2",
-                "name": "theirs",
-                "organization": "other",
-                "deployments": [_dep("x1", [m[3] + "?x1"])],
-            },
-        ],
-    }
-    (tmp / "servemetrics.yaml").write_text(yaml.safe_dump(cfg))
-    service = start(
-        ["-m", "servemetrics", "serve", "--config", str(tmp / "servemetrics.yaml")], tmp / "serve.log"
-    )
+    organizations = two_organizations(MANAGE, INVOKE, OTHER, {EXPORT: "WORKSPACE_EXPORT_METRICS"})
+    deployments = [
+        replicas_deployment("d1", [m[0], m[1]]),
+        replicas_deployment("d2", [m[2]]),
+        replicas_deployment("d3", [m[3]]),
+        replicas_deployment("d4", [m[3] + "?d4"]),
+        replicas_deployment("d5", [m[4], m[5]]),
+        replicas_deployment("d6", [m[3] + "?d6"]),
+    ]
+    models = [
+        {
+            "id": "m1",
+            "name": "gw",
+            "organization": "acme",
+            "deployments": deployments,
+            "environments": [promoted("production", "d1"), promoted("staging", "d6")],
+        },
+        theirs(replicas_deployment("x1", [m[3] + "?x1"])),
+    ]
+    write_service_config(tmp, sport, organizations, models)
+    service = start_service(tmp)
     base = f"http://127.0.0.1:{sport}"
     try:
         for p in ports:

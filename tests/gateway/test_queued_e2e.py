@@ -21,17 +21,24 @@ from typing import Any
 
 import httpx
 import pytest
-import yaml
 
+from tests.apptools import auth as _auth
 from tests.gateway.test_gateway_e2e import gauge
-from tests.processes import free_port, start, stop, wait_http
+from tests.processes import (
+    free_port,
+    promoted,
+    replicas_deployment,
+    start_replicas,
+    start_service,
+    stop,
+    theirs,
+    two_organizations,
+    wait_http,
+    write_service_config,
+)
 
 pytestmark = pytest.mark.e2e
 MANAGE, INVOKE, OTHER = "as-manage", "as-invoke-m1", "as-other-org"
-
-
-def _auth(key: str) -> dict[str, str]:
-    return {"Authorization": f"Api-Key {key}"}
 
 
 class Receiver:
@@ -103,74 +110,35 @@ class Svc:
 def svc(tmp_path_factory) -> Iterator[Svc]:
     tmp = tmp_path_factory.mktemp("async")
     recv = Receiver()
-    ports = [free_port(), free_port()]
-    procs = [
-        start(
-            ["examples/replica.py", "--port", str(p), "--name", f"p{i}", "--token-ms", "400"],
-            tmp / f"r{i}.log",
-        )
-        for i, p in enumerate(ports)
-    ]
+    ports, procs = start_replicas(tmp, 2, token_ms=400)
     replicas = [f"http://127.0.0.1:{p}" for p in ports]
     for r in replicas:
         wait_http(f"{r}/health")
     httpx.post(f"{replicas[1]}/health", params={"healthy": 0}).raise_for_status()  # a2 never becomes active
     sport = free_port()
-    promo = "2026-01-01T00:00:00Z"
-
-    def dep(dep_id: str, url: str) -> dict[str, object]:
-        return {"id": dep_id, "replicas": [{"id": "r1", "targets": [url]}]}
-
-    cfg = {
-        "listen": f"127.0.0.1:{sport}",
-        "data_dir": str(tmp / "data"),
-        "scrape_interval": "1s",
-        "scrape_timeout": "1s",
-        "organizations": [
-            {
-                "name": "acme",
-                "api_keys": [
-                    {"key": MANAGE, "type": "WORKSPACE_MANAGE_ALL"},
-                    {"key": INVOKE, "type": "WORKSPACE_INVOKE", "model_ids": ["m1"]},
-                ],
-            },
-            {"name": "other", "api_keys": [{"key": OTHER, "type": "WORKSPACE_MANAGE_ALL"}]},
-        ],
-        "models": [
-            {
-                "id": "m1",
-                "name": "asy",
-                "organization": "acme",
-                "deployments": [
-                    dep("a1", f"{replicas[0]}/metrics"),
-                    dep("a2", f"{replicas[1]}/metrics"),
-                    dep("a3", f"{recv.url}/metrics"),
-                ],
-                "environments": [
-                    {"name": "production", "promotions": [{"deployment": "a1", "at": promo}]},
-                    {"name": "staging", "promotions": [{"deployment": "a2", "at": promo}]},
-                    {"name": "fake", "promotions": [{"deployment": "a3", "at": promo}]},
-                ],
-            },
-            {
-                "id": "m2",
-                "name": "theirs",
-                "organization": "other",
-                "deployments": [dep("x1", f"{recv.url}/metrics?x1")],
-                "environments": [{"name": "production", "promotions": [{"deployment": "x1", "at": promo}]}],
-            },
-        ],
-    }
-    (tmp / "servemetrics.yaml").write_text(yaml.safe_dump(cfg))
+    organizations = two_organizations(MANAGE, INVOKE, OTHER)
+    models = [
+        {
+            "id": "m1",
+            "name": "asy",
+            "organization": "acme",
+            "deployments": [
+                replicas_deployment("a1", [f"{replicas[0]}/metrics"]),
+                replicas_deployment("a2", [f"{replicas[1]}/metrics"]),
+                replicas_deployment("a3", [f"{recv.url}/metrics"]),
+            ],
+            "environments": [promoted("production", "a1"), promoted("staging", "a2"), promoted("fake", "a3")],
+        },
+        theirs(
+            replicas_deployment("x1", [f"{recv.url}/metrics?x1"]), environments=[promoted("production", "x1")]
+        ),
+    ]
+    write_service_config(tmp, sport, organizations, models)
     base = f"http://127.0.0.1:{sport}"
     holder: list[Any] = []
 
     def up() -> None:
-        holder.append(
-            start(
-                ["-m", "servemetrics", "serve", "--config", str(tmp / "servemetrics.yaml")], tmp / "serve.log"
-            )
-        )
+        holder.append(start_service(tmp))
         wait_http(f"{base}/healthz")
 
     def restart() -> None:

@@ -8,11 +8,10 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from servemetrics.api.app import create_app
-from servemetrics.config import parse_config
 from servemetrics.samples import Sample, SampleBatch
 from servemetrics.store.duckdb import DuckDBStore
 from servemetrics.types import labels_of
+from tests.apptools import auth, build_app, org
 from tests.conftest import schema_validator
 from tests.loops import data
 from tests.query.helpers import T0, at
@@ -44,45 +43,42 @@ def trainer(trainer_id: str, org: str, sampler: dict | None) -> dict:
     }
 
 
-def config(tmp_path, **extra):
-    keys = [
-        {"key": KEY, "type": "WORKSPACE_MANAGE_ALL"},
-        {"key": SCOPED, "type": "WORKSPACE_EXPORT_METRICS", "model_ids": ["m1"]},
-        {"key": OTHER_SCOPE, "type": "WORKSPACE_EXPORT_METRICS", "model_ids": ["m9"]},
-        {"key": INVOKE, "type": "WORKSPACE_INVOKE"},
-    ]
-    return parse_config(
-        {
-            "data_dir": str(tmp_path),
-            **extra,
-            "organizations": [
-                {"name": "acme", "api_keys": keys},
-                {"name": "other", "api_keys": [{"key": OTHER_ORG, "type": "WORKSPACE_MANAGE_ALL"}]},
-            ],
-            "models": [
-                {"id": "m1", "organization": "acme", "deployments": [{"id": "sampler-d1"}]},
-                {"id": "m9", "organization": "acme"},
-                {"id": "mx", "organization": "other"},
-            ],
-            "loops": [
-                trainer("t1", "acme", {"model": "m1", "deployment": "sampler-d1"}),
-                trainer("t2", "acme", None),
-                trainer("tx", "other", {"model": "mx"}),
-            ],
-        }
-    )
+def declarations(**extra):
+    keys = {
+        KEY: "WORKSPACE_MANAGE_ALL",
+        SCOPED: "WORKSPACE_EXPORT_METRICS",
+        OTHER_SCOPE: "WORKSPACE_EXPORT_METRICS",
+        INVOKE: "WORKSPACE_INVOKE",
+    }
+    return {
+        **extra,
+        "organizations": [
+            org("acme", keys, scoped={SCOPED: ["m1"], OTHER_SCOPE: ["m9"]}),
+            org("other", {OTHER_ORG: "WORKSPACE_MANAGE_ALL"}),
+        ],
+        "models": [
+            {"id": "m1", "organization": "acme", "deployments": [{"id": "sampler-d1"}]},
+            {"id": "m9", "organization": "acme"},
+            {"id": "mx", "organization": "other"},
+        ],
+        "loops": [
+            trainer("t1", "acme", {"model": "m1", "deployment": "sampler-d1"}),
+            trainer("t2", "acme", None),
+            trainer("tx", "other", {"model": "mx"}),
+        ],
+    }
 
 
 @pytest.fixture
 def client(tmp_path) -> Iterator[TestClient]:
     store = data.load(DuckDBStore(tmp_path / "samples.duckdb"))
-    app = create_app(config(tmp_path), scrape=False, gateway=False, clock=lambda: at(120), store=store)
+    app = build_app(tmp_path, declarations(), gateway=False, clock=lambda: at(120), store=store)
     with TestClient(app) as c:
         yield c
 
 
 def post(client, url=URL, body=None, key=KEY, **kw):
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    headers = auth(key, "Bearer") if key else {}
     return client.post(url, json=body, headers=headers, **kw)
 
 
@@ -238,8 +234,8 @@ TEN_MINUTES = {"start_epoch_millis": T0, "end_epoch_millis": at(600)}
 def _client_scraping_every(tmp_path, interval: str, samples) -> TestClient:
     store = DuckDBStore(tmp_path / "samples.duckdb")
     store.append(SampleBatch.from_samples(samples))
-    cfg = config(tmp_path, scrape_interval=interval, scrape_timeout="1s")
-    return TestClient(create_app(cfg, scrape=False, gateway=False, clock=lambda: at(600), store=store))
+    every = declarations(scrape_interval=interval, scrape_timeout="1s")
+    return TestClient(build_app(tmp_path, every, gateway=False, clock=lambda: at(600), store=store))
 
 
 def _leader_cpu(every_s: int, cores: float) -> list[Sample]:
