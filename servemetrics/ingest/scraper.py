@@ -8,11 +8,40 @@ stores its samples and ``up`` = 1. A target that answers JSON is the kubelet Sum
 (``model_id``, ``deployment_id``, ``replica``; ``node_id`` for trainer nodes ...) are attached by the
 adapters.
 
-New counter series: ``prometheus_client`` creates a labelled counter child at its first increment, so a
-series such as ``requests_total{status_code="503"}`` first appears with value 2, not 0. Without help the
-first increments are never counted (no extrapolation). Like Prometheus' created-timestamp zero
-ingestion, a counter-like series (``_total``, ``_bucket``, ``_sum``, ``_count``) that appears in a target
-already scraped successfully gets a 0 sample 1 ms after that earlier scrape: it did not exist then.
+Counter continuity (DESIGN "Query semantics": gaps are not resets, promotions lose nothing). The
+store counts a counter-like series (``_total``, ``_bucket``, ``_sum``, ``_count``) by the deltas
+between its consecutive samples, a drop being a reset. The scraper adds at most one sample in front of a
+counter-like series absent from the target's previous scrape, chosen by what the target exposed since
+it was added (``_Seen``: the last sample of every series ever seen, and per identity, the series
+without the ``PHASE_LABELS``, the label sets seen under it):
+
+- gaps: a series back after missing from some scrapes gets nothing; its sample pairs with its own last
+  one (100, absent, 101 counts 1; a real restart drops, and the drop is a reset). Only a series never
+  seen from the target since it was added is new.
+- new series: ``prometheus_client`` creates a labelled child at its first increment, so a series such
+  as ``requests_total{status_code="503"}`` first appears at 2, not 0. Like Prometheus' created-timestamp
+  zero ingestion, a series new to a target already scraped successfully gets a 0 sample 1 ms after that
+  earlier scrape (it did not exist then), so its first value counts. The first scrape of a target adds
+  nothing: its series may be older than the service. A new child beside a live one of the same identity
+  (the gateway's counter for a new ``rollout_phase`` while the old phase's child stays exposed) is such a
+  new counter too: it starts at 0 (old child 100, new child 7 then 12 counts 12; a copy of the old
+  child's 100 would also count 12 there, by a reset, but only 50 of a new child first seen at 150).
+- promotions: when no other label set of the identity is exposed any more and the identity appears
+  under a label set it did not have last (the registry relabelled the target: ``environment``,
+  ``rollout_phase``), it is the same counter under new labels. The series gets a copy of the identity's
+  last sample (its value at its timestamp) in front. This is exact: the series' next pair is then the
+  very pair the counter would have had unrelabelled, (t_last, v_last) -> (t, v), so the same delta
+  (v - v_last, or v after a drop), spread over the same interval and under the same lookback; the old
+  series ends at t_last, so the copied sample ends no pair of it and nothing is counted twice. Gauges are
+  never copied or zeroed.
+  Not solved here: a label set the counter returns to (a cancelled promotion) still holds its own last
+  sample from before it left, and the store pairs that one with the copy when it lies in the window or
+  within the lookback before it, so the time away is counted under both label sets. Ending a series
+  needs staleness stored as data (DESIGN "staleness"), which the stores do not hold yet.
+
+The sets are bounded by the target's series and forgotten when ``set_targets`` removes the target's URL
+(a relabelled target keeps its URL, so it keeps them). Per sample the scrape does one key slice and one
+dict insert; only the series absent from the previous scrape (a set difference) get more work.
 """
 
 from __future__ import annotations
@@ -96,6 +125,46 @@ def _identity(sample: Sample) -> SeriesKey:
     return (sample.name, tuple(kv for kv in sample.labels if kv[0] not in PHASE_LABELS))
 
 
+@dataclass
+class _Seen:
+    """What one target exposed since it was added (for ``Scraper._with_created_zeros``).
+
+    Attributes:
+        ts_ms: the time of its last successful scrape.
+        previous: the series of that scrape (key -> sample).
+        last: the last sample of every series ever seen (so its keys are the series ever seen).
+        label_sets: per counter-like identity (``_identity``), the series keys seen under it.
+    """
+
+    ts_ms: int
+    previous: dict[SeriesKey, Sample]
+    last: dict[SeriesKey, Sample]
+    label_sets: dict[SeriesKey, list[SeriesKey]] = field(default_factory=dict)
+
+
+def _before(seen: _Seen, current: dict[SeriesKey, Sample], s: Sample) -> Sample | None:
+    """The sample to add before ``s``, of a series absent from the target's previous scrape (module
+    docstring): a 0 after that scrape for a series new to the target, a copy of the identity's last
+    sample after a relabelling, or None (a gauge; a gap)."""
+    if not s.name.endswith(COUNTER_SUFFIXES):
+        return None
+    key, own = s[:2], seen.last.get(s[:2])
+    known = seen.label_sets.setdefault(_identity(s), [])
+    others = [k for k in known if k != key and k in seen.last]
+    if own is None:
+        known.append(key)
+    if not others or any(k in current for k in others):  # none, or live siblings: separate counters
+        return (
+            Sample(s.name, s.labels, 0.0, seen.ts_ms + 1)
+            if own is None and seen.ts_ms + 1 < s.ts_ms
+            else None
+        )
+    latest = max((seen.last[k] for k in others), key=lambda p: p.ts_ms)
+    if own is not None and latest.ts_ms <= own.ts_ms:
+        return None  # back after a gap, not relabelled since
+    return Sample(s.name, s.labels, latest.value, latest.ts_ms) if latest.ts_ms < s.ts_ms else None
+
+
 class Scraper:
     """Scrapes targets and appends to a store through ``append`` (a blocking callable run in a thread).
 
@@ -121,7 +190,7 @@ class Scraper:
         self.timeout_s = min(timeout_s, interval_s)
         self._metrics = metrics
         self._loops: KeyedLoops[Target] = KeyedLoops()
-        self._seen: dict[str, tuple[int, set[SeriesKey]]] = {}
+        self._seen: dict[str, _Seen] = {}
 
     async def scrape_once(self, target: Target, now_ms: int | None = None) -> ScrapeResult:
         """Scrape ``target`` once and store the result; never raises for a bad target."""
@@ -159,18 +228,21 @@ class Scraper:
         return ScrapeResult(up=True, duplicates=parsed.duplicates, samples=samples)
 
     def _with_created_zeros(self, url: str, ts: int, samples: list[Sample]) -> list[Sample]:
-        previous = self._seen.get(url)
-        keys = {_identity(s) for s in samples}
-        self._seen[url] = (ts, keys)
-        if previous is None:
+        current = {s[:2]: s for s in reversed(samples)}  # the first of duplicates, as the store keeps
+        seen = self._seen.get(url)
+        if seen is None:  # the target's first scrape adds nothing: its series may be older than we are
+            seen = self._seen[url] = _Seen(ts, current, dict(current))
+            for s in current.values():
+                if s.name.endswith(COUNTER_SUFFIXES):
+                    seen.label_sets.setdefault(_identity(s), []).append(s[:2])
             return samples
-        prev_ts, prev_keys = previous
-        zeros = [
-            Sample(s.name, s.labels, 0.0, prev_ts + 1)
-            for s in samples
-            if s.name.endswith(COUNTER_SUFFIXES) and prev_ts + 1 < s.ts_ms and _identity(s) not in prev_keys
-        ]
-        return zeros + samples if zeros else samples
+        back = current.keys() - seen.previous.keys()
+        added = (
+            [p for p in (_before(seen, current, current[k]) for k in back) if p is not None] if back else []
+        )
+        seen.last.update(current)
+        seen.previous, seen.ts_ms = current, ts
+        return added + samples if added else samples
 
     def _observe(self, target: Target, result: ScrapeResult, seconds: float) -> None:
         if self._metrics is None:
@@ -196,6 +268,8 @@ class Scraper:
     def set_targets(self, targets: Sequence[Target]) -> None:
         """Start loops for new targets and stop loops of removed ones (call inside the event loop)."""
         gone = self._loops.sync({t: functools.partial(self._loop, t) for t in targets})
+        for url in {t.url for t in gone} - {t.url for t in targets}:
+            self._seen.pop(url, None)  # re-added later, its series are new again from its first scrape
         if self._metrics is not None:
             for target in gone:
                 with contextlib.suppress(KeyError):

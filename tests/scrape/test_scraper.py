@@ -168,7 +168,8 @@ def test_counter_series_new_in_a_known_target_starts_from_zero(exporter: Exporte
 
 
 def test_counter_relabelled_by_a_promotion_is_not_counted_again(exporter: Exporter):
-    """When a promotion starts, rollout_phase changes: the counter keeps its history (no zero, no spike)."""
+    """When a promotion starts, rollout_phase changes: the counter keeps its history (no zero, no spike,
+    and the increase across the switch is kept: C14)."""
     exporter.body = (
         b"# TYPE baseten_inference_requests_total counter\n"
         b'baseten_inference_requests_total{status_code="200"} 10000\n'
@@ -192,7 +193,7 @@ def test_counter_relabelled_by_a_promotion_is_not_counted_again(exporter: Export
             (ValueSet(T0, T0 + 30_000, frozenset({"d1"})),),
         )
     )
-    assert res[()][0].total == 0.0  # the 5 between the two label sets are lost, never 10005 counted
+    assert res[()][0].total == 5.0  # the 5 across the two label sets, never 10005, never 0
 
 
 def test_samples_timestamped_far_ahead_are_dropped(exporter: Exporter):
