@@ -13,6 +13,17 @@ unit is parsed by ``prometheus_client``'s OpenMetrics parser. Units are cut
 
 Units are parsed, then adapted (``adapters.adapt``) in chunks of about ``_CHUNK_LINES`` lines, either
 in this process or in a pool of worker processes.
+
+Bucket bounds are read as the scraper reads them (``exposition.normalise_le``, the one normaliser;
+regression case C15). The library parser refuses a +Inf bound not written ``+Inf`` (``+inf``, ``Inf``;
+client_python#938), so the text is pre-normalised before it reaches the parser rather than parsed a
+second way after a failure: each distinct label text is shortened once (see ``_short_labels``) and its
+``le`` is written there in ``normalise_le``'s form, so the common path (bounds already canonical) does no
+per-sample work beyond today's; the few units whose labels are not shortened (a ``# UNIT`` line) go
+through ``exposition.openmetrics_bounds``, the scraper's regex. Catching the parser's error and
+re-parsing a unit was the alternative: it would parse a bad unit twice and need its own rewrite anyway.
+A bound that is not a number keeps its text, the parser refuses its line, and the error is reported
+as the scraper reports it (``line N: sample NAME: bucket bound le='…' is not a number``).
 """
 
 from __future__ import annotations
@@ -33,7 +44,16 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics import parser as _om_parser
 
 from servemetrics.ingest.adapters import adapt
-from servemetrics.ingest.exposition import PARSE_ERRORS, ExpositionError, collect_samples
+from servemetrics.ingest.exposition import (
+    PARSE_ERRORS,
+    BoundError,
+    ExpositionError,
+    bound_problem,
+    collect_samples,
+    first_bound_problem,
+    openmetrics_bounds,
+    parseable_le,
+)
 from servemetrics.samples import Sample, SampleBatch
 from servemetrics.types import SeriesKey
 
@@ -200,7 +220,8 @@ _labels_of: dict[str, dict[str, str]] = {}  # alias id -> those labels
 
 def _short_labels(text: str) -> str:
     """The short label text replacing ``text``: the series' alias id, plus ``le``/``quantile``, which
-    the parser's histogram and summary checks need. ``text`` itself is parsed once, by the library."""
+    the parser's histogram and summary checks need, ``le`` in ``normalise_le``'s form (which the parser
+    accepts, ``+inf`` included). ``text`` itself is parsed once, by the library."""
     short = _short_of.get(text)
     if short is None:
         try:
@@ -208,6 +229,8 @@ def _short_labels(text: str) -> str:
         except ValueError:
             return text  # leave the line as it is: the parser reports the error with its line
         kept = {k: labels.pop(k) for k in _KEPT if k in labels}
+        if "le" in kept:
+            kept["le"] = parseable_le(kept["le"])
         key = repr(sorted(labels.items()))
         alias = _alias_of.setdefault(key, str(len(_labels_of)))
         _labels_of.setdefault(alias, labels)
@@ -235,7 +258,7 @@ _SHORT_NAME = "f"
 def _unit_text(unit: _Unit) -> tuple[str, str | None]:
     """The text handed to the parser, and the family name it was shortened from (``None``: kept)."""
     if unit.kind not in _ALIASABLE or "# UNIT" in unit.meta:
-        return unit.meta + "".join(unit.lines) + "# EOF\n", None
+        return openmetrics_bounds(unit.meta + "".join(unit.lines)) + "# EOF\n", None
     cut = len(unit.family)
     meta = f"# TYPE {_SHORT_NAME} {unit.kind}\n" if unit.kind != "unknown" else ""
     lines = [_SHORT_NAME + _shorten(x)[cut:] for x in unit.lines]
@@ -265,10 +288,19 @@ def _parse_unit(unit: _Unit) -> list[Sample]:
     except PARSE_ERRORS as exc:
         meta_count = len(unit.meta_lines) if family is None else int(unit.kind != "unknown")
         line = _error_line(unit, lines.number, meta_count)
+        index = lines.number - meta_count - 1
+        problem = bound_problem(unit.lines[index]) if 0 <= index < len(unit.lines) else None
+        if problem is not None:
+            raise BackfillError(f"line {line}: {problem}") from exc
         raise BackfillError(f"line {line}: invalid OpenMetrics: {exc}") from exc
     _unalias(families, family)
     try:
         samples = collect_samples(families, _NO_TS).samples
+    except BoundError as exc:
+        found = first_bound_problem(unit.lines, unit.first_line)
+        raise BackfillError(
+            f"line {found[0]}: {found[1]}" if found else f"line {unit.first_line}+: {exc}"
+        ) from exc
     except ExpositionError as exc:
         hint = "; backfill timestamps are in seconds, not milliseconds" if "out of range" in str(exc) else ""
         raise BackfillError(f"line {unit.first_line}+: {exc}{hint}") from exc

@@ -6,10 +6,18 @@ so that errors can name one, and turns the library's families into ``Sample`` ro
 - sample names are kept as exposed (``x_total``, ``x_bucket``, ``x_sum``, ``x_count``);
 - ``*_created`` samples, NaN values and native-histogram samples are dropped;
 - every ``le`` is written the way Prometheus formats floats, so ``"1"``/``"1.0"`` are one bucket and
-  ``"+inf"`` is ``"+Inf"``;
+  ``"+inf"`` is ``"+Inf"``; a bound that is not a number (NaN included) fails the scrape naming its line;
 - timestamps become int milliseconds (text format: ms on the wire, OpenMetrics: seconds); a sample
   without one gets the scrape time;
 - the same series twice at the same time: the first wins, later copies are counted as duplicates.
+
+Bucket bounds have one normaliser, ``normalise_le``, for every ingest path (this scraper, remote_write,
+import). The OpenMetrics parser is stricter than it: it refuses ``+Inf`` spelled any other way
+(client_python#938), although ``float`` reads them all. ``openmetrics_bounds`` therefore respells those
+bounds ``+Inf`` in the text before the parser sees it (exact: the parser's only check on the text of a
+bound is that an infinite one is written ``+Inf``), and ``bound_problem`` turns the parser's error for a
+bound that is not a number into the one message of ``normalise_le``. ``quantile`` is kept as written:
+the parsers already agree on it (only ±Inf would need a canonical spelling, and a quantile is in [0, 1]).
 """
 
 from __future__ import annotations
@@ -31,7 +39,9 @@ from servemetrics.timeutil import MAX_TS_MS
 from servemetrics.types import Labels, Millis, labels_of
 
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text"
-_INF_LE = re.compile(r'([{,]\s*le\s*=\s*")[+]?[iI][nN][fF](")')
+_INF_LE = re.compile(r'([{,]\s*le\s*=\s*")(?!\+Inf")(?i:\s*\+?inf(?:inity)?\s*)(")')
+"""An ``le`` label whose value ``float`` reads as +Inf but is not written ``+Inf`` (group 1: up to the
+opening quote, group 2: the closing quote)."""
 PARSE_ERRORS = (ValueError, IndexError, KeyError, TypeError, AttributeError)
 """What the ``prometheus_client`` parsers raise on a malformed line (they have no error class of their
 own); ``parse_exposition`` and ``backfill`` turn these into their own errors."""
@@ -63,18 +73,76 @@ def format_bound(bound: float) -> str:
 
 @functools.lru_cache(maxsize=10_000)
 def normalise_le(le: str) -> str:
-    """Format a bucket bound as Prometheus does: ``"1"`` -> ``"1.0"``, ``"+inf"`` -> ``"+Inf"``.
+    """Format a bucket bound as Prometheus does: ``"1"``, ``"1e0"`` -> ``"1.0"``; ``"+inf"``, ``"Inf"``
+    -> ``"+Inf"``. The one normaliser of bounds: scrape, remote_write and import all call it.
 
-    Raises ``ValueError`` when ``le`` is not a number.
+    Raises:
+        ValueError: ``le`` is not a number (what ``float`` does not read, or NaN); the message is
+            ``bucket bound le='…' is not a number``, which each path prefixes with the line or series.
     """
-    return format_bound(float(le))
+    try:
+        bound = float(le)
+    except ValueError:
+        bound = math.nan
+    if math.isnan(bound):
+        raise ValueError(f"bucket bound le={le!r} is not a number")
+    return format_bound(bound)
+
+
+class BoundError(ExpositionError):
+    """A sample whose ``le`` is not a number: ``sample NAME: bucket bound le='…' is not a number``."""
 
 
 def _checked_le(name: str, le: str) -> str:
     try:
         return normalise_le(le)
+    except ValueError as exc:
+        raise BoundError(f"sample {name}: {exc}") from None
+
+
+def openmetrics_bounds(text: str) -> str:
+    """OpenMetrics ``text`` with every +Inf bucket bound written ``+Inf`` (``+inf``, ``Inf``, ``INF``,
+    ``+Infinity``, …), the only spelling the library parser accepts; other text is unchanged."""
+    return _INF_LE.sub(r"\1+Inf\2", text)
+
+
+def parseable_le(le: str) -> str:
+    """A parsed ``le`` value as the OpenMetrics parser accepts it (``normalise_le``'s form), or ``le``
+    unchanged when it is not a number (the parser then refuses its line, see ``bound_problem``)."""
+    try:
+        return normalise_le(le)
     except ValueError:
-        raise ExpositionError(f"sample {name}: bucket bound le={le!r} is not a number") from None
+        return le
+
+
+def bound_problem(line: str) -> str | None:
+    """``sample NAME: bucket bound le='…' is not a number`` when the exposition sample ``line`` has an
+    ``le`` label that is not a number, else ``None``. For error paths only: it parses the line's labels."""
+    brace = line.find("{")
+    name = line[:brace].rstrip()
+    end = line.find("} ", brace)
+    if brace <= 0 or " " in name or end == -1:
+        return None
+    try:
+        labels = _text_parser.parse_labels(line[brace + 1 : end], True)
+    except PARSE_ERRORS:
+        return None
+    try:
+        if "le" in labels:
+            normalise_le(labels["le"])
+    except ValueError as exc:
+        return f"sample {name}: {exc}"
+    return None
+
+
+def first_bound_problem(lines: list[str], first_line: int) -> tuple[int, str] | None:
+    """The number and problem of the first line of ``lines`` (numbered from ``first_line``) whose ``le``
+    is not a number."""
+    for i, line in enumerate(lines):
+        problem = bound_problem(line)
+        if problem is not None:
+            return first_line + i, problem
+    return None
 
 
 def timestamp_ms(ts: float | Timestamp | None, default_ms: int) -> int:
@@ -128,17 +196,26 @@ def parse_exposition(body: bytes | str, content_type: str | None, scrape_ts_ms: 
     """
     text = _decode(body)
     openmetrics = is_openmetrics(text, content_type)
-    if openmetrics and 'nf"' in text:
-        text = _INF_LE.sub(r"\1+Inf\2", text)
+    if openmetrics:
+        text = openmetrics_bounds(text)
     lines = _CountingLines(text)
     parse = _om_parser.text_fd_to_metric_families if openmetrics else _text_parser.text_fd_to_metric_families
     try:
         families = list(parse(lines))  # type: ignore[arg-type]
     except PARSE_ERRORS as exc:
+        problem = bound_problem(text.split("\n")[lines.number - 1]) if lines.number else None
+        if problem is not None:
+            raise ExpositionError(f"line {lines.number}: {problem}") from exc
         fmt = "OpenMetrics" if openmetrics else "Prometheus text"
         raise ExpositionError(f"line {lines.number}: invalid {fmt} exposition: {exc}") from exc
     renamed = set() if openmetrics else lines.counter_names
-    return collect_samples(families, scrape_ts_ms, renamed_counters=renamed)
+    try:
+        return collect_samples(families, scrape_ts_ms, renamed_counters=renamed)
+    except BoundError as exc:
+        found = first_bound_problem(text.split("\n"), 1)
+        if found is None:
+            raise
+        raise ExpositionError(f"line {found[0]}: {found[1]}") from exc
 
 
 def _exposed_name(

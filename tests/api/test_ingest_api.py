@@ -109,10 +109,18 @@ def _bucket(le: str | None, value: float = 1.0) -> bytes:
     return encode_write_request([Sample(name, labels_of(labels), value, T0)])
 
 
-@pytest.mark.parametrize("le", ["abc", "", None])
-def test_remote_write_bucket_without_a_numeric_le_is_400(client, le):
+@pytest.mark.parametrize(
+    ("le", "says"),
+    [
+        ("abc", "bucket bound le='abc' is not a number"),
+        ("", "bucket bound le='' is not a number"),
+        ("NaN", "bucket bound le='NaN' is not a number"),
+        (None, "needs an le label"),
+    ],
+)
+def test_remote_write_bucket_without_a_numeric_le_is_400(client, le, says):
     resp = client.post("/api/v1/write", content=_bucket(le), headers=_h(MANAGE))
-    assert resp.status_code == 400 and "needs an le label" in resp.json()["error"]
+    assert resp.status_code == 400 and says in resp.json()["error"]
     ok = client.get("/v1/models/m1/deployments/d1/metrics", headers=_h(READ), params={"mode": "SUMMARY"})
     assert ok.status_code == 200
 
@@ -166,6 +174,7 @@ def test_import_bucket_with_bad_le_is_400(client):
         headers=_h(MANAGE),
     )
     assert resp.status_code == 400, resp.text
+    assert resp.json()["error"].endswith("line 2: sample x_bucket: bucket bound le='abc' is not a number")
 
 
 def test_samples_far_in_the_future_are_refused(client):

@@ -128,6 +128,27 @@ def test_histogram_error_names_a_line_of_the_family() -> None:
         run(text)
 
 
+def test_c15_bounds_of_a_family_with_a_unit_line_are_normalised_too() -> None:
+    """A ``# UNIT`` line keeps the family's text unshortened; its ``+inf`` still reaches the parser as
+    ``+Inf`` (exposition.openmetrics_bounds, the scraper's rewrite)."""
+    text = (
+        "# TYPE vllm:e2e_request_latency_seconds histogram\n# UNIT vllm:e2e_request_latency_seconds seconds\n"
+        'vllm:e2e_request_latency_seconds_bucket{le="1"} 1 1767225600\n'
+        'vllm:e2e_request_latency_seconds_bucket{le="+inf"} 2 1767225600\n'
+        "vllm:e2e_request_latency_seconds_sum 1.5 1767225600\n"
+        "vllm:e2e_request_latency_seconds_count 2 1767225600\n# EOF\n"
+    )
+    buckets = [dict(s.labels)["le"] for s in run(text) if s.name.endswith("_bucket")]
+    assert buckets == ["1.0", "+Inf"]
+
+
+def test_c15_a_gauge_whose_le_is_not_a_number_names_its_line() -> None:
+    """The parser checks ``le`` of buckets only; the normaliser refuses it on any sample, naming the line."""
+    text = '# TYPE vllm:g gauge\nvllm:g{le="1"} 1 1767225600\nvllm:g{le="x"} 1 1767225615\n# EOF\n'
+    with pytest.raises(BackfillError, match=r"^line 3: sample vllm:g: bucket bound le='x' is not a number$"):
+        run(text)
+
+
 def test_samples_need_timestamps() -> None:
     with pytest.raises(BackfillError, match="has no timestamp"):
         run("# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes 5\n# EOF\n")

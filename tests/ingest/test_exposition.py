@@ -129,6 +129,27 @@ def test_c6_text_format_bounds_are_one_bucket_however_written() -> None:
     ]
 
 
+@pytest.mark.parametrize("le", ["+inf", "Inf", "INF", "+Infinity", " +inf "])
+def test_c15_openmetrics_accepts_every_spelling_of_inf(le: str) -> None:
+    body = f'# TYPE h histogram\nh_bucket{{le="1"}} 1\nh_bucket{{le="{le}"}} 2\nh_count 2\nh_sum 1\n# EOF\n'
+    result = parse_exposition(body, OM, T0_MS)
+    assert [dict(s.labels)["le"] for s in result.samples if s.name == "h_bucket"] == ["1.0", "+Inf"]
+
+
+@pytest.mark.parametrize(
+    ("openmetrics", "le"), [(True, "abc"), (True, "NaN"), (False, "abc"), (False, "NaN")]
+)
+def test_c15_a_bound_that_is_not_a_number_names_its_line(openmetrics: bool, le: str) -> None:
+    body = f'# TYPE h histogram\nh_bucket{{le="1"}} 1\nh_bucket{{le="{le}"}} 2\nh_bucket{{le="+Inf"}} 2\n'
+    body += "h_count 2\nh_sum 1\n" + ("# EOF\n" if openmetrics else "")
+    with pytest.raises(
+        ExpositionError, match=f"^line 3: sample h_bucket: bucket bound le='{le}' is not a number$"
+    ):
+        parse_exposition(body, OM if openmetrics else None, T0_MS)
+    with pytest.raises(ValueError, match="is not a number"):
+        normalise_le(le)
+
+
 C7 = """# TYPE conn_duration_seconds histogram
 conn_duration_seconds_bucket{le="1.0"} 1
 conn_duration_seconds_bucket{le="5000.0"} 3 # 5.9 1767225600.0

@@ -47,25 +47,42 @@ def _adapt_by_target(samples: list[Sample]) -> list[Sample]:
     return out
 
 
+def _series_text(name: str, labels: dict[str, str]) -> str:
+    quoted = (v.replace("\\", "\\\\").replace('"', '\\"') for v in labels.values())
+    return name + "{" + ",".join(f'{k}="{v}"' for k, v in zip(labels, quoted, strict=True)) + "}"
+
+
 def _checked_buckets(samples: list[Sample]) -> list[Sample]:
-    """Samples with every ``_bucket`` series' ``le`` in Prometheus form (``1`` -> ``1.0``).
+    """Samples with every ``le`` written by ``exposition.normalise_le``, the scraper's and the importer's
+    normaliser (``1`` -> ``1.0``, ``+inf`` -> ``+Inf``); each series is normalised once.
 
     Raises:
-        RemoteWriteError: a ``_bucket`` series without an ``le`` that is a number or ``+Inf``.
+        RemoteWriteError: a ``_bucket`` series without ``le``, or an ``le`` that is not a number
+            (``series NAME{…}: bucket bound le='…' is not a number``).
     """
+    canonical: dict[tuple[str, Labels], Labels] = {}
     out = []
     for s in samples:
-        if s.name.endswith("_bucket"):
-            labels = dict(s.labels)
-            try:
-                labels["le"] = normalise_le(labels["le"])
-            except (KeyError, ValueError):
-                raise RemoteWriteError(
-                    f"series {s.name}{labels} needs an le label holding a number or +Inf"
-                ) from None
-            s = Sample(s.name, labels_of(labels), s.value, s.ts_ms)
-        out.append(s)
+        labels = canonical.get((s.name, s.labels))
+        if labels is None:
+            labels = canonical[(s.name, s.labels)] = _canonical_le(s.name, s.labels)
+        out.append(s if labels is s.labels else Sample(s.name, labels, s.value, s.ts_ms))
     return out
+
+
+def _canonical_le(name: str, labels: Labels) -> Labels:
+    lab = dict(labels)
+    if "le" not in lab:
+        if name.endswith("_bucket"):
+            raise RemoteWriteError(
+                f"series {_series_text(name, lab)} needs an le label holding a number or +Inf"
+            )
+        return labels
+    try:
+        le = normalise_le(lab["le"])
+    except ValueError as exc:
+        raise RemoteWriteError(f"series {_series_text(name, lab)}: {exc}") from None
+    return labels if le == lab["le"] else labels_of({**lab, "le": le})
 
 
 def _not_ahead(batch: SampleBatch, now_ms: int) -> SampleBatch:
