@@ -25,7 +25,8 @@ from servemetrics.samples import Sample, SampleBatch
 from servemetrics.store import open_store
 from servemetrics.store.memory import MemoryStore
 from servemetrics.types import labels_of
-from tests.api.conftest import Serve, auth, org
+from tests.api.conftest import Serve
+from tests.apptools import auth, org
 from tests.query.helpers import T0, at
 
 E2E = "baseten_end_to_end_response_time_seconds"
