@@ -28,6 +28,10 @@ from servemetrics.catalog.model import (
 
 _SUM, _MEAN = Aggregation.SUM, Aggregation.MEAN
 _DEP, _REP = Scope.DEPLOYMENT, Scope.REPLICA
+CONTAINER_SOURCES: tuple[str, ...] = ("cadvisor", "kubelet_resource", "process")
+"""The views of a replica's container CPU and memory, most preferred first (DESIGN "Query semantics":
+one container, one value): cAdvisor (``/metrics/cadvisor``, or standalone), the kubelet's
+``/metrics/resource``, the model server's own ``process_*`` collector."""
 _READINESS = ({"condition": "true"}, {"condition": "false"}, {"condition": "unknown"})
 
 
@@ -138,6 +142,7 @@ _ROWS: tuple[MetricDef, ...] = (
         _MEAN,
         "CPU used per replica, in cores (CPU-seconds per second), mean across replicas.",
         scope=_REP,
+        sources=CONTAINER_SOURCES,
         panel="CPU usage",
         default_visible=True,
     ),
@@ -148,6 +153,7 @@ _ROWS: tuple[MetricDef, ...] = (
         _MEAN,
         "Working-set memory per replica in bytes, mean across replicas.",
         scope=_REP,
+        sources=CONTAINER_SOURCES,
         panel="CPU memory",
         default_visible=True,
     ),

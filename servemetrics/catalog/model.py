@@ -43,8 +43,11 @@ class Scope(StrEnum):
     - ``DEPLOYMENT``: one value per deployment (DESIGN: never sum copies reported by several sources):
       the series of one source (``source`` label) are summed, the sources of a deployment averaged,
       then ``aggregation`` combines deployments.
-    - ``REPLICA``: values are first summed within a replica (``replica`` label), then ``aggregation``
-      combines replicas (CPU cores, working set: several containers of one replica add up).
+    - ``REPLICA``: one value per replica (``replica`` label), from one source: per replica and value set
+      the most preferred ``source`` with data there (``MetricDef.sources``; cAdvisor over kubelet
+      ``/metrics/resource`` over the process's own, which all describe the same container: never summed
+      or averaged across sources); the series of that source are summed (several containers of one
+      replica add up), then ``aggregation`` combines replicas (CPU cores, working set).
     """
 
     SERIES = "series"
@@ -82,6 +85,10 @@ class MetricDef:
         default_visible: True when the graph is shown before the user customises the view (the spec
             page's graphs); False for graphs listed hidden in "Customize view" (engine metrics,
             websocket connections, pod readiness).
+        sources: for a REPLICA-scope metric, the ``source`` labels of its views of one replica, most
+            preferred first (``source_rank``). This is the one statement of the order: the query layer
+            reads it, the adapter table's ``Rule.preference`` column (which the recording rules compile)
+            is held to it by a test.
     """
 
     name: str
@@ -95,6 +102,12 @@ class MetricDef:
     panel: str = ""
     legend: str = ""
     default_visible: bool = False
+    sources: tuple[str, ...] = ()
+
+    def source_rank(self, source: str) -> int:
+        """Position of ``source`` in ``sources`` (0: the most preferred); a source not listed (none, a
+        replica exposing the canonical name itself) ranks after every listed one."""
+        return self.sources.index(source) if source in self.sources else len(self.sources)
 
     @property
     def per_second(self) -> bool:

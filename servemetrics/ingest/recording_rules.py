@@ -18,6 +18,11 @@ one operand::
   ``exported_<registry label>`` copies Prometheus makes of clashing exposed labels (ours are overridden).
 - Priorities: operands producing one canonical name are joined by ``or`` in priority order (full label
   set matching: the higher-priority series wins where both give the same series, as in ``adapt``).
+- Preferences (``Rule.preference``): views of one replica's container under other ``source``s (cAdvisor,
+  kubelet resource metrics, the process collector) are not all recorded: a rule records its view
+  ``unless on (model_id, deployment_id, replica)`` a rule of the same canonical name with a higher
+  preference has a series for that replica; together the rules are ``best or on (...) next or on (...)
+  ...``, highest preference first, the query layer's choice (``MetricDef.sources``).
 - NaN and infinite samples are filtered out (``x < Inf > -Inf``), as the exposition parser drops them.
 - ``le`` rescaling (``Rule.le_divisor``): PromQL cannot divide a label, so each of the source's known
   bounds (``Rule.le_bounds``) gets its own ``label_replace`` to the rescaled bound, written as ``adapt``
@@ -51,6 +56,9 @@ REGISTRY_LABELS: tuple[str, ...] = (*TARGET_LABELS, "node_id")
 AGENT_LABELS: tuple[str, ...] = ("job", "instance")
 """Labels the agent adds to every scraped series that ``adapt`` never sees."""
 
+REPLICA_LABELS: tuple[str, ...] = ("model_id", "deployment_id", "replica")
+"""The labels of one replica: a preferred view suppresses the lower ones ``on`` these."""
+
 AGENT_UNSCRAPABLE: frozenset[str] = frozenset({"kubelet_summary"})
 """Adapters whose input an agent cannot scrape (the kubelet Summary API is JSON): no group."""
 
@@ -69,6 +77,9 @@ DIFFERENCES: dict[str, str] = {
     "`adapt` keeps the first in exposition order, the rules the largest value.",
     "priority_window": "Priorities are decided per timestamp by `adapt`, per evaluation by the rules "
     "(a series counts while within the engine's lookback, 5 minutes, and not marked stale).",
+    "preference_window": "A replica's preferred container view (Rule.preference) is chosen per value set "
+    "by the query layer, per evaluation by the rules (a higher view counts while within the engine's "
+    "lookback, 5 minutes, and not marked stale); `adapt` stores every view.",
     "timestamps": "Recorded samples carry the rule evaluation's time, not the scrape's, one per "
     "group interval (the config's scrape_interval).",
     "le_spellings": 'Kept le values are rewritten only from integer spellings (le="5" -> "5.0"); '
@@ -242,7 +253,12 @@ def compile_groups(adapters: Mapping[str, tuple[Rule, ...]] = ADAPTERS) -> list[
     exposed = set(exposed_names(adapters))
     owner: dict[tuple[str, str], str] = {}
     groups = []
-    for adapter, rules in _all_rules(adapters):
+    every = _all_rules(adapters)
+    by_name: dict[str, list[Rule]] = {}
+    for _, rules in every:
+        for rule in rules:
+            by_name.setdefault(rule.target, []).append(rule)
+    for adapter, rules in every:
         by_target: dict[tuple[str, str], list[Rule]] = {}
         for rule in rules:
             by_target.setdefault((rule.target, rule.source), []).append(rule)
@@ -255,9 +271,31 @@ def compile_groups(adapters: Mapping[str, tuple[Rule, ...]] = ADAPTERS) -> list[
         recorded = []
         for (target, source), same in by_target.items():
             ordered = sorted(same, key=lambda r: -r.priority)  # stable: table order on ties
-            recorded.append(RecordingRule(target, " or ".join(operand(r, exposed) for r in ordered), source))
+            expr = " or ".join(operand(r, exposed) for r in ordered)
+            recorded.append(
+                RecordingRule(target, _unless_preferred(expr, same, by_name[target], exposed), source)
+            )
         groups.append(RuleGroup(f"servemetrics_{adapter}", tuple(recorded)))
     return groups
+
+
+def _unless_preferred(expr: str, same: list[Rule], named: list[Rule], exposed: set[str]) -> str:
+    """``expr`` (the rules ``same`` of one canonical name and source) recorded only for the replicas that
+    no rule of that name with a higher ``preference`` (``named``: every rule of the name) has a series
+    for, highest preference first."""
+    preferences = {r.preference for r in same}
+    if len(preferences) > 1:
+        r = same[0]
+        raise NotCompilableError(
+            f"rules {r.match} ... -> {r.target} with source={r.source!r} have preferences "
+            f"{sorted(preferences)}; one source is one view: give its rules one preference"
+        )
+    (mine,) = preferences
+    higher = sorted((r for r in named if r.preference > mine), key=lambda r: -r.preference)
+    if not higher:
+        return expr
+    better = " or ".join(operand(r, exposed) for r in higher)
+    return f"({expr}) unless on ({', '.join(REPLICA_LABELS)}) ({better})"
 
 
 def prometheus_duration(seconds: float) -> str:

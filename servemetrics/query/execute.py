@@ -4,10 +4,12 @@ Recipes (DESIGN "Query semantics"; the store evaluates the per-series part, this
 
 - GAUGE: per-series MEAN in each value set (LAST within 5 min in CURRENT), then per ``Scope``:
   series are combined by the catalog's aggregation; DEPLOYMENT scope sums the series of one source and
-  averages sources; REPLICA scope sums within a replica first. For both, the pieces of one series that a
-  promotion relabelled (``rollout_phase``, ``environment``) are averaged, not summed.
+  averages sources; REPLICA scope takes, per replica and value set, the most preferred source with data
+  (``MetricDef.sources``: one container, one value) and sums that source's series. For both, the pieces
+  of one series that a promotion relabelled (``rollout_phase``, ``environment``) are averaged, not summed.
 - COUNTER: per-series INCREASE (resets count, no extrapolation), summed; PER_SECOND / RATIO metrics
-  divide by the value set's seconds (REPLICA scope: per replica, then the aggregation across replicas).
+  divide by the value set's seconds (REPLICA scope: per replica from its preferred source, as for
+  gauges, then the aggregation across replicas).
 - HISTOGRAM: INCREASE of every bucket summed per ``le``, quantiles by PromQL ``histogram_quantile``
   rules (``quantiles.bucket_quantile``), ``avg`` = increase of ``_sum`` / increase of ``_count``.
 - By-label metrics map the stored label to the catalog's label sets (``status_code`` 503 -> ``5xx``).
@@ -36,8 +38,9 @@ Rows = list[list[float | None]]
 _SCOPE_KEYS: dict[Scope, tuple[str, ...]] = {
     Scope.SERIES: (),
     Scope.DEPLOYMENT: ("deployment_id", "source"),
-    Scope.REPLICA: ("deployment_id", "replica"),
+    Scope.REPLICA: ("deployment_id", "replica", "source"),
 }
+"""The scope labels a recipe groups by; REPLICA keeps ``source`` until ``_preferred_source`` picks one."""
 
 
 @dataclass(frozen=True)
@@ -211,13 +214,35 @@ def _average_groups(res: SelectResult, project: Callable[[GroupKey], GroupKey]) 
     }
 
 
+def _preferred_source(
+    res: SelectResult, layout: KeyLayout, metric: MetricDef
+) -> tuple[SelectResult, KeyLayout]:
+    """REPLICA scope: per replica (the key without ``source``) and value set, the cell of the most
+    preferred source that has data there (``MetricDef.source_rank``, ties by source name), never a sum
+    or mean across sources: they are views of the same container. Returns the keys without ``source``."""
+    one = layout.dropping("source")
+    project = layout.project(one)
+    at = layout.labels.index("source")
+    ranked = sorted(res.items(), key=lambda kv: (metric.source_rank(kv[0][at]), kv[0][at]))
+    n = len(ranked[0][1])
+    out: dict[GroupKey, list[Cell | None]] = {}
+    for key, cells in ranked:
+        slots = out.setdefault(project(key), [None] * n)
+        for i, cell in enumerate(cells):
+            if slots[i] is None and cell is not None:
+                slots[i] = cell
+    return out, one
+
+
 def _gauge(ctx: _Context, metric: MetricDef) -> Rows | None:
     """Gauges, in two averaging steps before the cross-series aggregation:
 
     - the pieces of one series that a promotion relabelled (``rollout_phase`` stable -> promoting ->
       stable, ``environment``) are averaged: one replica's or deployment's gauge, split over time;
     - DEPLOYMENT scope: the series of one source are summed (per-replica series of one exporter add up)
-      by the store, then the sources of one deployment are averaged (copies are never summed).
+      by the store, then the sources of one deployment are averaged (copies are never summed);
+    - REPLICA scope: the series of one source are summed by the store (the containers of a replica),
+      then each replica takes its most preferred source with data (``_preferred_source``).
     """
     reducer = Reducer.LAST if ctx.plan.mode is Mode.CURRENT else Reducer.MEAN
     phases = PHASE_LABELS if metric.scope is not Scope.SERIES else ()
@@ -231,6 +256,8 @@ def _gauge(ctx: _Context, metric: MetricDef) -> Rows | None:
     if metric.scope is Scope.DEPLOYMENT:
         one = layout.dropping("source")
         res, layout = _average_groups(res, layout.project(one)), one
+    if metric.scope is Scope.REPLICA:
+        res, layout = _preferred_source(res, layout, metric)
     return _by_label_set(ctx, metric, res, layout, lambda i, c: c.total, pooled=metric.scope is Scope.SERIES)
 
 
@@ -239,6 +266,8 @@ def _counter(ctx: _Context, metric: MetricDef) -> Rows | None:
     res = ctx.select(metric.name, Reducer.INCREASE, layout.labels)
     if not res:
         return None
+    if metric.scope is Scope.REPLICA:
+        res, layout = _preferred_source(res, layout, metric)
     per_second = metric.per_second
     rows = _by_label_set(
         ctx,

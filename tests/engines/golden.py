@@ -6,6 +6,11 @@ past, inside every engine's out-of-order window). ``production`` is served by ``
 until ``B + 100 s`` and by ``d2`` (r3) from then on. The SERIES window ``[B + 10 s, B + 180 s)`` has a
 30 s step, so the value sets are ``[10,30) [30,60) [60,90) [90,100)`` (d1) and ``[100,120) [120,150)
 [150,180)`` (d2): a ragged first set and a promotion split.
+
+CPU and working set (C13, one container, one value) come in several views per replica (the ``source``
+label): r1 from cAdvisor and the kubelet's resource metrics (different numbers, so a sum or a mean would
+show), r2 from cAdvisor until ``B + 50 s`` and the process collector throughout, r3 from the process
+collector only. Each replica's value in a value set is its most preferred view with data there.
 """
 
 from __future__ import annotations
@@ -20,7 +25,15 @@ REQ = "baseten_inference_requests_total"
 UTIL = "baseten_gpu_utilization"
 REPLICAS = "baseten_replicas_active"
 LATENCY = "baseten_end_to_end_response_time_seconds"
-METRICS = [REPLICAS, UTIL, REQ, LATENCY]
+CPU = "baseten_container_cpu_usage_seconds_total"
+MEM = "baseten_container_cpu_memory_working_set_bytes"
+METRICS = [REPLICAS, UTIL, REQ, LATENCY, CPU, MEM]
+COUNTERS = (REQ, CPU)
+VIEWS = {  # replica -> (source, CPU cores, working set bytes, last second with samples or None)
+    "r1": (("cadvisor", 1.0, 1.0e9, None), ("kubelet_resource", 0.8, 1.1e9, None)),
+    "r2": (("cadvisor", 0.6, 0.6e9, 50), ("process", 0.4, 0.8e9, None)),
+    "r3": (("process", 2.0, 2.0e9, None),),
+}
 KEY = "sm-golden-key"
 STEP_S = 5
 TIMES = range(-60, 180, STEP_S)
@@ -70,6 +83,10 @@ def samples(model_id: str, b_ms: int) -> SampleBatch:
                 add(LATENCY + "_bucket", start + inc * k, t, le=le)
             add(LATENCY + "_sum", 50 + 0.5 * BUCKETS[replica][3][1] * k, t)
             add(LATENCY + "_count", 300 + BUCKETS[replica][3][1] * k, t)
+            for source, cores, working_set, until in VIEWS[replica]:
+                if until is None or t <= until:
+                    add(CPU, 100 + cores * STEP_S * k, t, source=source)
+                    add(MEM, working_set, t, source=source)
     for dep, value in (("d1", 2), ("d2", 1)):
         lab = labels_of({"model_id": model_id, "deployment_id": dep})
         out.extend(Sample(REPLICAS, lab, float(value), b_ms + t * 1000) for t in TIMES)

@@ -29,6 +29,7 @@ import yaml
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from servemetrics.catalog import CATALOG
 from servemetrics.ingest.adapters import adapt
 from servemetrics.ingest.adapters.knative import OC_LATENCY_BUCKETS_MS
 from servemetrics.ingest.exposition import OPENMETRICS_CONTENT_TYPE, is_openmetrics, parse_exposition
@@ -128,6 +129,34 @@ COLLAPSE = "\n".join(
     ]
 )
 
+# C13, one container, one value: two views of one replica's container in one target; the rules record
+# only the preferred one (cAdvisor), as the query layer would choose (``_preferred``).
+_C13_POD = 'namespace="ns",pod="p1",container="app"'
+C13_VIEWS = "\n".join(
+    [
+        "# TYPE container_cpu_usage_seconds_total counter",
+        f'container_cpu_usage_seconds_total{{id="/kubepods/burstable/pod1/c1",{_C13_POD},cpu="total"}} 236',
+        f"container_cpu_usage_seconds_total{{{_C13_POD}}} 236",
+        "# TYPE container_memory_working_set_bytes gauge",
+        f'container_memory_working_set_bytes{{id="/kubepods/burstable/pod1/c1",{_C13_POD}}} 1.2e9',
+        f"container_memory_working_set_bytes{{{_C13_POD}}} 1.2e9",
+        "# TYPE process_cpu_seconds_total counter",
+        "process_cpu_seconds_total 80",
+        "# TYPE process_resident_memory_bytes gauge",
+        "process_resident_memory_bytes 9e8",
+        "",
+    ]
+)
+C13_RESOURCE_AND_PROCESS = "\n".join(
+    [
+        "# TYPE container_memory_working_set_bytes gauge",
+        f"container_memory_working_set_bytes{{{_C13_POD}}} 1.1e9",
+        "# TYPE process_resident_memory_bytes gauge",
+        "process_resident_memory_bytes 9e8",
+        "",
+    ]
+)
+
 # NaN and infinite values: the parser drops them, the rules filter them (no canonical series at all).
 NOT_FINITE = "\n".join(
     [
@@ -181,6 +210,8 @@ def _bodies() -> dict[str, Body]:
         "knative_otel_go": KNATIVE_OTEL_GO,
         "passthrough": PASSTHROUGH,
         "not_finite": NOT_FINITE,
+        "c13_views": C13_VIEWS,
+        "c13_resource_and_process": C13_RESOURCE_AND_PROCESS,
     }
     for name, text in {**_python_exposition(), **hand, "node_exporter": node, "collapse": COLLAPSE}.items():
         out[name] = Body(text, CONTENT_TYPE_LATEST)
@@ -338,9 +369,28 @@ def _engine_side(url: str) -> dict[Key, float]:
     return out
 
 
+def _preferred(python: dict[Key, float]) -> dict[Key, float]:
+    """Of the views of one replica's container (``MetricDef.sources``), only the most preferred one: the
+    choice the query layer makes, which the rules make at evaluation (C13)."""
+
+    def view(key: Key) -> tuple[tuple[str, str], int] | None:
+        metric = CATALOG.get(key[0])
+        if metric is None or not metric.sources:
+            return None
+        labels = dict(key[1])
+        return (key[0], labels["replica"]), metric.source_rank(labels.get("source", ""))
+
+    best: dict[tuple[str, str], int] = {}
+    for key in python:
+        if (v := view(key)) is not None:
+            best[v[0]] = min(v[1], best.get(v[0], v[1]))
+    return {k: x for k, x in python.items() if (v := view(k)) is None or v[1] == best[v[0]]}
+
+
 def _expected(bodies: dict[str, Body]) -> dict[Key, float]:
-    """``adapt``'s series of every body that the rule file records (the others: engine passthrough)."""
-    python = _python_side(bodies)
+    """``adapt``'s series of every body that the rule file records (the others: engine passthrough), of a
+    replica's container views only the preferred one."""
+    python = _preferred(_python_side(bodies))
     recorded = {r.record for g in compile_groups() for r in g.rules}
     not_recorded = {k for k in python if k[0] not in recorded}
     assert {k[0].split(":")[0] for k in not_recorded} == {"vllm", "sglang"}  # engine_passthrough only
@@ -401,6 +451,22 @@ def test_recorded_series_equal_adapt_on_the_fixtures(engine: str, bodies: dict[s
         }
         <= names
     )
+
+
+def test_c13_rules_record_the_preferred_view(engine: str) -> None:
+    """By hand: cAdvisor beats the kubelet's resource view and the process collector in one replica,
+    the resource view beats the process collector where there is no cAdvisor, the process collector
+    alone still records (its own fixture, a replica of its own)."""
+
+    def sources(name: str, replica: str) -> dict[str, float]:
+        found = _query(engine, f'{name}{{replica="{replica}"}}')
+        return {s["metric"]["source"]: float(s["value"][1]) for s in found}  # type: ignore[index]
+
+    cpu, mem = "baseten_container_cpu_usage_seconds_total", "baseten_container_cpu_memory_working_set_bytes"
+    assert sources(cpu, "c13_views") == {"cadvisor": 236.0}
+    assert sources(mem, "c13_views") == {"cadvisor": 1.2e9}
+    assert sources(mem, "c13_resource_and_process") == {"kubelet_resource": 1.1e9}
+    assert set(sources(mem, "process")) == {"process"}
 
 
 def test_rescaled_and_normalised_buckets(engine: str) -> None:

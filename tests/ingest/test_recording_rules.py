@@ -61,12 +61,24 @@ def test_dcgm_utilisation_prof_beats_dev_percent():
     )
 
 
+KUBELET_MEM = (
+    f"max by (namespace, pod, container, {BY}) "
+    '(container_memory_working_set_bytes{container!~"|POD",id=~".+"} < Inf > -Inf)'
+)
+STANDALONE_MEM = (
+    f"max by (container, {BY}) (label_replace(container_memory_working_set_bytes"
+    '{container=~"",pod=~"",name=~".+"} < Inf > -Inf, "container", "$1", "name", "(.*)"))'
+)
+RESOURCE_MEM = (
+    f"max by (namespace, pod, container, {BY}) "
+    '(container_memory_working_set_bytes{container!~"|POD",id=~""} < Inf > -Inf)'
+)
+ON_REPLICA = " unless on (model_id, deployment_id, replica) "
+
+
 def test_where_matchers_and_one_rule_per_source():
-    rule = _rule("cadvisor", "baseten_container_cpu_memory_working_set_bytes", "kubelet_resource")
-    assert rule.expr == (
-        f"max by (namespace, pod, container, {BY}) "
-        '(container_memory_working_set_bytes{container!~"|POD",id=~""} < Inf > -Inf)'
-    )
+    rule = _rule("cadvisor", "baseten_container_cpu_memory_working_set_bytes", "cadvisor")
+    assert rule.expr == f"{KUBELET_MEM} or {STANDALONE_MEM}"
     [group] = [g for g in compile_groups() if g.name == "servemetrics_cadvisor"]
     assert [(r.record, r.source) for r in group.rules] == [
         ("baseten_container_cpu_usage_seconds_total", "cadvisor"),
@@ -74,6 +86,39 @@ def test_where_matchers_and_one_rule_per_source():
         ("baseten_container_cpu_usage_seconds_total", "kubelet_resource"),
         ("baseten_container_cpu_memory_working_set_bytes", "kubelet_resource"),
     ]
+
+
+def test_c13_compiled_rules_pick_the_preferred_source():
+    """One container, one value (C13): a lower view of a replica is recorded only ``unless on`` the
+    replica's labels a higher view has a series, highest first, the order the query layer applies."""
+    mem = "baseten_container_cpu_memory_working_set_bytes"
+    resource = _rule("cadvisor", mem, "kubelet_resource")
+    assert resource.expr == f"({RESOURCE_MEM}){ON_REPLICA}({KUBELET_MEM} or {STANDALONE_MEM})"
+    process = _rule("process", mem, "process")
+    assert process.expr == (
+        f"(max by ({BY}) (process_resident_memory_bytes < Inf > -Inf))"
+        f"{ON_REPLICA}({KUBELET_MEM} or {STANDALONE_MEM} or {RESOURCE_MEM})"
+    )
+    own = _rule("passthrough", mem, "")  # a replica exposing the canonical name: after every named view
+    assert own.expr.endswith(
+        f"{ON_REPLICA}({KUBELET_MEM} or {STANDALONE_MEM} or {RESOURCE_MEM} or "
+        f"max by ({BY}) (process_resident_memory_bytes < Inf > -Inf))"
+    )
+    cpu = "baseten_container_cpu_usage_seconds_total"
+    assert ON_REPLICA not in _rule("cadvisor", cpu, "cadvisor").expr
+    assert ON_REPLICA in _rule("process", cpu, "process").expr
+
+
+def test_preference_only_where_a_higher_view_exists():
+    """Rules of names without preferences compile as before; one source with two preferences does not."""
+    table = {"a": (Rule("x", "t", "s1", {}), Rule("y", "t", "s2", {}))}
+    assert [r.expr for g in compile_groups(table) for r in g.rules] == [
+        f"max by ({BY}) (x < Inf > -Inf)",
+        f"max by ({BY}) (y < Inf > -Inf)",
+    ]
+    mixed = {"a": (Rule("x", "t", "s1", {}, preference=2), Rule("y", "t", "s1", {}, preference=1))}
+    with pytest.raises(NotCompilableError, match="one preference"):
+        compile_groups(mixed)
 
 
 def test_le_rescaled_per_known_bound():
@@ -179,6 +224,7 @@ def test_differences_are_pinned_and_documented():
         "up",
         "collapse",
         "priority_window",
+        "preference_window",
         "timestamps",
         "le_spellings",
         "le_unknown_bounds",

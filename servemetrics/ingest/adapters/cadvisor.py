@@ -7,6 +7,10 @@ Three shapes of the same two metrics, each with its own ``source`` so they never
 - ``kubelet_resource``: the kubelet's ``/metrics/resource`` (no ``id``), same skipping.
 - ``cadvisor``: standalone cAdvisor (no ``pod``, container name in ``name``).
 
+All three views describe one container, so each rule carries its ``preference`` (cAdvisor 3 over the
+kubelet's resource metrics 2 over the process collector's 1, ``process.py``; the catalog's
+``CONTAINER_SOURCES`` order): a replica's value comes from the most preferred view only.
+
 The kubelet endpoints cover every pod of a node, so ``namespace`` and ``pod`` are kept with
 ``container``. Per-CPU rows (``cpu="cpu00"``...) are skipped; only the total (``cpu="total"`` or
 no ``cpu``) is kept.
@@ -28,11 +32,14 @@ _MEM_T = "baseten_container_cpu_memory_working_set_bytes"
 _KEEP = {"namespace": "namespace", "pod": "pod", "container": "container"}
 _NAME = {"name": "container"}
 
+CADVISOR, KUBELET_RESOURCE = 3, 2
+"""``Rule.preference`` of the cAdvisor and kubelet resource views (``process.PROCESS`` is 1)."""
+
 RULES: tuple[Rule, ...] = (
-    Rule(_CPU, _CPU_T, "cadvisor", _KEEP, (*_KUBELET, _TOTAL_CPU)),
-    Rule(_MEM, _MEM_T, "cadvisor", _KEEP, _KUBELET),
-    Rule(_CPU, _CPU_T, "kubelet_resource", _KEEP, (*_RESOURCE, _TOTAL_CPU)),
-    Rule(_MEM, _MEM_T, "kubelet_resource", _KEEP, _RESOURCE),
-    Rule(_CPU, _CPU_T, "cadvisor", _NAME, (*_STANDALONE, _TOTAL_CPU)),
-    Rule(_MEM, _MEM_T, "cadvisor", _NAME, _STANDALONE),
+    Rule(_CPU, _CPU_T, "cadvisor", _KEEP, (*_KUBELET, _TOTAL_CPU), preference=CADVISOR),
+    Rule(_MEM, _MEM_T, "cadvisor", _KEEP, _KUBELET, preference=CADVISOR),
+    Rule(_CPU, _CPU_T, "kubelet_resource", _KEEP, (*_RESOURCE, _TOTAL_CPU), preference=KUBELET_RESOURCE),
+    Rule(_MEM, _MEM_T, "kubelet_resource", _KEEP, _RESOURCE, preference=KUBELET_RESOURCE),
+    Rule(_CPU, _CPU_T, "cadvisor", _NAME, (*_STANDALONE, _TOTAL_CPU), preference=CADVISOR),
+    Rule(_MEM, _MEM_T, "cadvisor", _NAME, _STANDALONE, preference=CADVISOR),
 )

@@ -50,6 +50,12 @@ class Rule:
             divide a label, so each known bound gets its own rewrite); ingest here rescales any bound.
         priority: when two rules produce the same series at the same time, the higher wins
             (equal: the first sample seen wins).
+        preference: among rules of one canonical name with different ``source``s that are views of one
+            replica's container (cAdvisor, kubelet resource metrics, the process collector), the higher
+            is used per replica, never a sum. Ingest stores every view; the query layer picks per
+            replica and value set by the catalog's ``MetricDef.sources`` (the truth: a test holds this
+            column to the same order), the recording rules record a view only
+            ``unless on (model_id, deployment_id, replica)`` a higher one has a series.
     """
 
     match: str
@@ -61,6 +67,7 @@ class Rule:
     le_divisor: float = 1.0
     priority: int = 0
     le_bounds: tuple[float, ...] = ()
+    preference: int = 0
 
     def applies(self, labels: dict[str, str]) -> bool:
         """True when every ``where`` matcher holds for ``labels``."""
