@@ -5,6 +5,7 @@ into a ``MemoryStore`` and a ``DuckDBStore``, read back by ``build_plan`` / ``ex
 
 from __future__ import annotations
 
+import io
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import httpx
 import pytest
 
 from servemetrics.importer import _append_file
+from servemetrics.ingest import backfill
 from servemetrics.ingest.exposition import CREATED_HORIZON_MS, parse_exposition
 from servemetrics.ingest.scraper import Scraper, Target
 from servemetrics.query.execute import execute
@@ -259,3 +261,36 @@ def test_import_without_created_behaves_as_before(store: Store, tmp_path: Path) 
     path.write_text("".join(lines) + "# EOF\n")
     assert _append_file(store, path, {**REPLICA}, lambda _done, _total: None) == 2
     assert summary(store, REQ, -30, 30) == [2.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_created_on_import_across_chunks(monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
+    """Parse chunks of two lines: the 200 child's 0 comes with its first chunk only (the creation time
+    repeated in later chunks adds none), the 500 child first appears in a later chunk and gets its 0
+    there; the same in worker processes."""
+    monkeypatch.setattr(backfill, "_CHUNK_LINES", 2)
+    lines = ["# TYPE baseten_inference_requests counter\n"]
+    for t, v in ((0, 7), (15, 9), (30, 10)):
+        lines += [
+            f'baseten_inference_requests_total{{status_code="200"}} {v} {seconds(t)}\n',
+            f'baseten_inference_requests_created{{status_code="200"}} {seconds(-20)} {seconds(t)}\n',
+        ]
+    lines += [
+        f'baseten_inference_requests_total{{status_code="500"}} 2 {seconds(30)}\n',
+        f'baseten_inference_requests_created{{status_code="500"}} {seconds(25)} {seconds(30)}\n',
+    ]
+    text = "".join(lines) + "# EOF\n"
+    got = [
+        s
+        for b in backfill.iter_backfill(io.BytesIO(text.encode()), REPLICA, workers=workers)
+        for s in b.samples()
+    ]
+    points = sorted((dict(s.labels)["status_code"], s.ts_ms - T0, s.value) for s in got)
+    assert points == [
+        ("200", -20_000, 0.0),
+        ("200", 0, 7.0),
+        ("200", 15_000, 9.0),
+        ("200", 30_000, 10.0),
+        ("500", 25_000, 0.0),
+        ("500", 30_000, 2.0),
+    ]
