@@ -24,6 +24,14 @@ through ``exposition.openmetrics_bounds``, the scraper's regex. Catching the par
 re-parsing a unit was the alternative: it would parse a bad unit twice and need its own rewrite anyway.
 A bound that is not a number keeps its text, the parser refuses its line, and the error is reported
 as the scraper reports it (``line N: sample NAME: bucket bound le='…' is not a number``).
+
+Creation times (issue 11 rule 7, the scraper's rule for a series new to its target): a counter-like
+series (``_total``, ``_bucket``, ``_sum``, ``_count``) whose family gives ``<name>_created`` gets a 0 at that
+time before its first sample in the file, when the time lies within ``CREATED_HORIZON_MS`` (the store's
+10-minute lookback) before that sample. A worker finds, per chunk, each series' first sample and its
+family's first creation time in the chunk (``_process``); the main process keeps the zeros of the series
+no earlier chunk held (``_with_created``: a set of the series seen, bounded by the file's series). The
+``_created`` samples themselves are never stored.
 """
 
 from __future__ import annotations
@@ -45,11 +53,13 @@ from prometheus_client.openmetrics import parser as _om_parser
 
 from servemetrics.ingest.adapters import adapt
 from servemetrics.ingest.exposition import (
+    CREATED_HORIZON_MS,
     PARSE_ERRORS,
     BoundError,
     ExpositionError,
     bound_problem,
     collect_samples,
+    created_zeros,
     first_bound_problem,
     openmetrics_bounds,
     parseable_le,
@@ -279,7 +289,7 @@ def _unalias(families: list[Metric], family: str | None) -> None:
             samples[i] = s._replace(name=name, labels=labels)
 
 
-def _parse_unit(unit: _Unit) -> list[Sample]:
+def _parse_unit(unit: _Unit, created: dict[SeriesKey, int]) -> list[Sample]:
     text, family = _unit_text(unit)
     lines = _Lines(text)
     try:
@@ -295,7 +305,7 @@ def _parse_unit(unit: _Unit) -> list[Sample]:
         raise BackfillError(f"line {line}: invalid OpenMetrics: {exc}") from exc
     _unalias(families, family)
     try:
-        samples = collect_samples(families, _NO_TS).samples
+        parsed = collect_samples(families, _NO_TS)
     except BoundError as exc:
         found = first_bound_problem(unit.lines, unit.first_line)
         raise BackfillError(
@@ -304,6 +314,9 @@ def _parse_unit(unit: _Unit) -> list[Sample]:
     except ExpositionError as exc:
         hint = "; backfill timestamps are in seconds, not milliseconds" if "out of range" in str(exc) else ""
         raise BackfillError(f"line {unit.first_line}+: {exc}{hint}") from exc
+    for key, ts in parsed.created.items():
+        created.setdefault(key, ts)
+    samples = parsed.samples
     for s in samples:
         if s.ts_ms == _NO_TS:
             raise BackfillError(
@@ -312,10 +325,33 @@ def _parse_unit(unit: _Unit) -> list[Sample]:
     return samples
 
 
-def _process(units: list[_Unit], target_labels: Mapping[str, str]) -> SampleBatch:
-    """Parse and adapt a chunk of units into one columnar batch (runs in a worker process)."""
-    raw = [s for unit in units for s in _parse_unit(unit)]
-    return SampleBatch.from_samples(adapt(raw, target_labels))
+def _process(units: list[_Unit], target_labels: Mapping[str, str]) -> tuple[SampleBatch, list[Sample]]:
+    """Parse and adapt a chunk of units into one columnar batch, and the ``_created`` zeros of its
+    counter-like series, adapted: one per series, before its first sample in the chunk, when its family's
+    first creation time in the chunk lies within ``CREATED_HORIZON_MS`` before it (runs in a worker
+    process; ``_with_created`` keeps those of series the file had not shown before)."""
+    created: dict[SeriesKey, int] = {}
+    raw = [s for unit in units for s in _parse_unit(unit, created)]
+    zeros = adapt(created_zeros(raw, created, CREATED_HORIZON_MS), target_labels) if created else []
+    return SampleBatch.from_samples(adapt(raw, target_labels)), zeros
+
+
+def _with_created(results: Iterator[tuple[SampleBatch, list[Sample]]]) -> Iterator[SampleBatch]:
+    """Each chunk's batch, with the created zeros of the series first seen in it (in the file order of
+    chunks): a series new to the file counts its first value from its creation time (the scraper's rule
+    for a series new to its target, docs/ingest.md)."""
+    seen: set[SeriesKey] = set()
+    for batch, zeros in results:
+        if zeros:
+            first: dict[SeriesKey, Sample] = {}
+            for z in zeros:
+                key = (z.name, z.labels)
+                if key not in seen and (key not in first or first[key].ts_ms < z.ts_ms):
+                    first[key] = z  # two sources of one series: the later creation time
+            if first:
+                yield SampleBatch.from_samples(first.values())
+        seen.update(batch.series)
+        yield batch
 
 
 def _chunks(stream: BinaryIO, total: int | None, progress: Progress | None) -> Iterator[list[_Unit]]:
@@ -425,23 +461,26 @@ def iter_backfill(
     labels = dict(target_labels)
     try:
         if n_workers == 1:
-            results: Iterator[SampleBatch] = (
+            results: Iterator[tuple[SampleBatch, list[Sample]]] = (
                 _process(units, labels) for units in _chunks(stream, total, progress)
             )
-            yield from _merged(results, merger)
+            yield from _merged(_with_created(results), merger)
         else:
-            yield from _merged(_in_pool(_chunks(stream, total, progress), labels, n_workers), merger)
+            pooled = _in_pool(_chunks(stream, total, progress), labels, n_workers)
+            yield from _merged(_with_created(pooled), merger)
     finally:
         if owned:
             stream.close()
 
 
-def _in_pool(chunks: Iterator[list[_Unit]], labels: dict[str, str], n_workers: int) -> Iterator[SampleBatch]:
+def _in_pool(
+    chunks: Iterator[list[_Unit]], labels: dict[str, str], n_workers: int
+) -> Iterator[tuple[SampleBatch, list[Sample]]]:
     """Run ``_process`` over chunks in worker processes, in order, with at most two chunks per
     worker in flight (so the file is never read far ahead of the parsing)."""
     ctx = multiprocessing.get_context("spawn")
     with ctx.Pool(n_workers) as pool:
-        pending: deque[AsyncResult[SampleBatch]] = deque()
+        pending: deque[AsyncResult[tuple[SampleBatch, list[Sample]]]] = deque()
         for units in chunks:
             pending.append(pool.apply_async(_process, (units, labels)))
             if len(pending) >= 2 * n_workers:

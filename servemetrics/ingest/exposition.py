@@ -4,7 +4,11 @@ Parsing is done by ``prometheus_client``'s own parsers; this module only picks t
 so that errors can name one, and turns the library's families into ``Sample`` rows with our rules:
 
 - sample names are kept as exposed (``x_total``, ``x_bucket``, ``x_sum``, ``x_count``);
-- ``*_created`` samples, NaN values and native-histogram samples are dropped;
+- ``*_created`` samples (OpenMetrics' in a family, the text format's ``_created`` gauge families) are not
+  samples: their values (epoch seconds) become ``ParseResult.created``, the creation time of the family's
+  series, which ``created_zeros`` turns into a 0 at that time (the scraper and the import decide which
+  to store; docs/query-semantics.md "Counters across scrapes"); NaN values and native-histogram samples
+  are dropped;
 - every ``le`` is written the way Prometheus formats floats, so ``"1"``/``"1.0"`` are one bucket and
   ``"+inf"`` is ``"+Inf"``; a bound that is not a number (NaN included) fails the scrape naming its line;
 - timestamps become int milliseconds (text format: ms on the wire, OpenMetrics: seconds); a sample
@@ -22,11 +26,12 @@ the parsers already agree on it (only ±Inf would need a canonical spelling, and
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import io
 import math
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from prometheus_client import parser as _text_parser
@@ -36,12 +41,20 @@ from prometheus_client.utils import floatToGoString
 
 from servemetrics.samples import Sample
 from servemetrics.timeutil import MAX_TS_MS
-from servemetrics.types import Labels, Millis, labels_of
+from servemetrics.types import Labels, Millis, SeriesKey, labels_of
 
 OPENMETRICS_CONTENT_TYPE = "application/openmetrics-text"
 _INF_LE = re.compile(r'([{,]\s*le\s*=\s*")(?!\+Inf")(?i:\s*\+?inf(?:inity)?\s*)(")')
 """An ``le`` label whose value ``float`` reads as +Inf but is not written ``+Inf`` (group 1: up to the
 opening quote, group 2: the closing quote)."""
+COUNTER_SUFFIXES = ("_total", "_bucket", "_sum", "_count")
+"""The names of counter-like samples: the store counts their increases (a drop is a reset)."""
+CREATED_HORIZON_MS = 10 * 60 * 1000
+"""How far before a series' first sample its creation time may lie and still give a 0 there: the
+store's counter lookback (``store.base.DEFAULT_LOOKBACK_MS``; a test keeps them equal). A 0 further
+back pairs with no sample of the series and would only cost a late write."""
+_CREATED = "_created"
+_NOT_FAMILY_LABELS = ("le", "quantile")
 PARSE_ERRORS = (ValueError, IndexError, KeyError, TypeError, AttributeError)
 """What the ``prometheus_client`` parsers raise on a malformed line (they have no error class of their
 own); ``parse_exposition`` and ``backfill`` turn these into their own errors."""
@@ -57,6 +70,8 @@ class ParseResult:
 
     samples: list[Sample]
     duplicates: int
+    created: dict[SeriesKey, int] = dataclasses.field(default_factory=dict)
+    """``(family name, labels without le/quantile)`` -> creation time (epoch ms) from ``_created``."""
 
 
 def is_openmetrics(text: str, content_type: str | None) -> bool:
@@ -237,12 +252,16 @@ def collect_samples(
     docstring). ``renamed_counters`` names text-format counters declared without ``_total``."""
     out: list[Sample] = []
     seen: set[tuple[str, Labels, Millis]] = set()
+    created: dict[SeriesKey, int] = {}
     duplicates = 0
     for fam in families:
         fname, ftype = fam.name, fam.type  # type: ignore[attr-defined]
         for s in fam.samples:  # type: ignore[attr-defined]
             name = _exposed_name(s.name, fname, ftype, renamed_counters)
-            if name.endswith("_created") or s.native_histogram is not None:
+            if name.endswith(_CREATED):
+                _add_created(created, name, s.labels, float(s.value))
+                continue
+            if s.native_histogram is not None:
                 continue
             value = float(s.value)
             if not math.isfinite(value):
@@ -261,4 +280,52 @@ def collect_samples(
                 continue
             seen.add(key)
             out.append(Sample(key[0], key[1], value, key[2]))
-    return ParseResult(out, duplicates)
+    return ParseResult(out, duplicates, created)
+
+
+def _add_created(created: dict[SeriesKey, int], name: str, labels: dict[str, str], seconds: float) -> None:
+    """Record a ``_created`` sample (epoch seconds) under its family's name and labels; the first one of a
+    series wins (a file repeats it at every timestamp), one that is not a finite time is ignored."""
+    if not math.isfinite(seconds) or not 0 <= seconds * 1000 < MAX_TS_MS:
+        return
+    family = {k: v for k, v in labels.items() if k not in _NOT_FAMILY_LABELS}
+    created.setdefault((name[: -len(_CREATED)], labels_of(family)), round(seconds * 1000))
+
+
+def _family_key(sample: Sample) -> SeriesKey | None:
+    """The ``ParseResult.created`` key of a counter-like sample (None for others)."""
+    name = sample.name
+    for suffix in COUNTER_SUFFIXES:
+        if name.endswith(suffix):
+            labels = sample.labels
+            if any(k in _NOT_FAMILY_LABELS for k, _ in labels):
+                labels = tuple(kv for kv in labels if kv[0] not in _NOT_FAMILY_LABELS)
+            return (name[: -len(suffix)], labels)
+    return None
+
+
+def created_zeros(
+    samples: Iterable[Sample], created: Mapping[SeriesKey, int], horizon_ms: int | None = None
+) -> list[Sample]:
+    """A 0 at its family's creation time before the first sample of each counter-like series of
+    ``samples`` whose family has a ``_created`` time in ``created`` (source names, before ``adapt``).
+
+    With ``horizon_ms``, only creation times in ``[first.ts_ms - horizon_ms, first.ts_ms)`` give a 0
+    (the import's rule); without, every creation time gives one and the caller judges it (the scraper,
+    which also knows the target's previous scrape).
+    """
+    if not created:
+        return []
+    out: list[Sample] = []
+    done: set[SeriesKey] = set()
+    for s in samples:
+        key = s[:2]
+        if key in done:
+            continue
+        done.add(key)
+        family = _family_key(s)
+        ts = created.get(family) if family is not None else None
+        if ts is None or (horizon_ms is not None and not s.ts_ms - horizon_ms <= ts < s.ts_ms):
+            continue
+        out.append(Sample(s.name, s.labels, 0.0, ts))
+    return out

@@ -22,7 +22,19 @@ without the ``PHASE_LABELS``, the label sets seen under it):
   as ``requests_total{status_code="503"}`` first appears at 2, not 0. Like Prometheus' created-timestamp
   zero ingestion, a series new to a target already scraped successfully gets a 0 sample 1 ms after that
   earlier scrape (it did not exist then), so its first value counts. The first scrape of a target adds
-  nothing: its series may be older than the service. A new child beside a live one of the same identity
+  nothing: its series may be older than the service.
+- creation times (issue 11 rule 7): when the series' family gives one (OpenMetrics ``<name>_created``,
+  the text format's ``<name>_created`` gauges, ``ParseResult.created``), the 0 goes at that time instead
+  (``_zero``): on a first scrape when it lies at most ``CREATED_HORIZON_MS`` (the store's 10-minute
+  lookback; an older 0 would pair with nothing) before the first sample; for a series new to a target
+  already scraped when it lies after that earlier scrape. A creation time at or before the earlier
+  scrape means the series existed then without being exposed: its value then is unknown, so no 0 at
+  all (the 1 ms zero would count what it had before). A creation time not before the first sample or
+  after the scrape (a clock ahead) is not used: the rules without one apply. The 0 is a fact (the
+  counter was 0 then), so storing it twice (a restart of the service) changes nothing: first write
+  wins. The creation times are adapted from the source's zeros only when a scrape has a series new to
+  its target (a first scrape, a new child), so a steady scrape pays one dict insert per ``_created``
+  sample in the parser and nothing here. A new child beside a live one of the same identity
   (the gateway's counter for a new ``rollout_phase`` while the old phase's child stays exposed) is such a
   new counter too: it starts at 0 (old child 100, new child 7 then 12 counts 12; a copy of the old
   child's 100 would also count 12 there, by a reset, but only 50 of a new child first seen at 150).
@@ -52,14 +64,21 @@ import functools
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import anyio
 import httpx
 
 from servemetrics.ingest.adapters import adapt
-from servemetrics.ingest.exposition import ExpositionError, ParseResult, parse_exposition
+from servemetrics.ingest.exposition import (
+    COUNTER_SUFFIXES,
+    CREATED_HORIZON_MS,
+    ExpositionError,
+    ParseResult,
+    created_zeros,
+    parse_exposition,
+)
 from servemetrics.ingest.kubelet_summary import SummaryError, is_summary, parse_summary
 from servemetrics.keyed_loops import KeyedLoops
 from servemetrics.labels import PHASE_LABELS, UP
@@ -70,7 +89,6 @@ from servemetrics.types import Labels, SeriesKey, labels_of, redact_url
 
 log = logging.getLogger(__name__)
 
-COUNTER_SUFFIXES = ("_total", "_bucket", "_sum", "_count")
 ACCEPT = "text/plain;version=0.0.4;q=1.0,application/openmetrics-text;version=1.0.0;q=0.5,*/*;q=0.1"
 """Prefer the text format: prometheus_client's OpenMetrics writer mangles ``vllm:`` names."""
 
@@ -97,12 +115,50 @@ class ScrapeResult:
     duplicates: int = 0
     error: str | None = None
     samples: list[Sample] = field(default_factory=list)
+    created: Callable[[], Mapping[SeriesKey, int]] = field(default=lambda: {}, repr=False, compare=False)
+    """Canonical series key -> its family's creation time (epoch ms), computed at the first call."""
 
 
 def offset_s(url: str, interval_s: float) -> float:
     """A stable offset in ``[0, interval_s)`` for a target (hash of its URL)."""
     digest = hashlib.sha256(url.encode()).digest()
     return int.from_bytes(digest[:8], "big") / 2**64 * interval_s
+
+
+def _creation_times(parsed: ParseResult, labels: dict[str, str]) -> Callable[[], Mapping[SeriesKey, int]]:
+    """The creation times of a scrape's canonical counter-like series, by key, made at the first call
+    (only a scrape with series new to its target needs them): the source's ``_created`` zeros adapted
+    like its samples. Two sources of one canonical series: the later creation time (it counts less)."""
+    if not parsed.created:
+        return dict
+    memo: list[dict[SeriesKey, int]] = []
+
+    def times() -> Mapping[SeriesKey, int]:
+        if not memo:
+            out: dict[SeriesKey, int] = {}
+            for z in adapt(created_zeros(parsed.samples, parsed.created), labels):
+                key = (z.name, z.labels)
+                out[key] = max(out.get(key, z.ts_ms), z.ts_ms)
+            memo.append(out)
+        return memo[0]
+
+    return times
+
+
+def _zero(s: Sample, created: int | None, now: int, previous: int | None) -> Sample | None:
+    """The 0 before ``s``, the first sample of a counter-like series new to its target (module
+    docstring): at its creation time when that lies after the target's previous scrape (``None``: this is
+    its first), within ``CREATED_HORIZON_MS`` before ``s`` for a first scrape, before ``s`` and not after
+    ``now``; none when it lies at or before the previous scrape (the series existed then, unexposed);
+    without a usable creation time, 1 ms after the previous scrape, or none on a first scrape."""
+    if created is not None and created < s.ts_ms and created <= now:
+        if previous is None:
+            ok = created >= s.ts_ms - CREATED_HORIZON_MS
+            return Sample(s.name, s.labels, 0.0, created) if ok else None
+        return Sample(s.name, s.labels, 0.0, created) if created > previous else None
+    if previous is None or previous + 1 >= s.ts_ms:
+        return None
+    return Sample(s.name, s.labels, 0.0, previous + 1)
 
 
 def _parse(body: bytes, content_type: str | None, ts: int) -> ParseResult:
@@ -142,10 +198,16 @@ class _Seen:
     label_sets: dict[SeriesKey, list[SeriesKey]] = field(default_factory=dict)
 
 
-def _before(seen: _Seen, current: dict[SeriesKey, Sample], s: Sample) -> Sample | None:
+def _before(
+    seen: _Seen,
+    current: dict[SeriesKey, Sample],
+    s: Sample,
+    created: Callable[[], Mapping[SeriesKey, int]],
+    now: int,
+) -> Sample | None:
     """The sample to add before ``s``, of a series absent from the target's previous scrape (module
-    docstring): a 0 after that scrape for a series new to the target, a copy of the identity's last
-    sample after a relabelling, or None (a gauge; a gap)."""
+    docstring): a 0 for a series new to the target (``_zero``), a copy of the identity's last sample
+    after a relabelling, or None (a gauge; a gap)."""
     if not s.name.endswith(COUNTER_SUFFIXES):
         return None
     key, own = s[:2], seen.last.get(s[:2])
@@ -154,11 +216,7 @@ def _before(seen: _Seen, current: dict[SeriesKey, Sample], s: Sample) -> Sample 
     if own is None:
         known.append(key)
     if not others or any(k in current for k in others):  # none, or live siblings: separate counters
-        return (
-            Sample(s.name, s.labels, 0.0, seen.ts_ms + 1)
-            if own is None and seen.ts_ms + 1 < s.ts_ms
-            else None
-        )
+        return _zero(s, created().get(key), now, seen.ts_ms) if own is None else None
     latest = max((seen.last[k] for k in others), key=lambda p: p.ts_ms)
     if own is not None and latest.ts_ms <= own.ts_ms:
         return None  # back after a gap, not relabelled since
@@ -198,7 +256,7 @@ class Scraper:
         started = time.perf_counter()
         result = await self._fetch_and_parse(target, ts)
         if result.up:
-            result.samples = self._with_created_zeros(target.url, ts, result.samples)
+            result.samples = self._with_created_zeros(target.url, ts, result.samples, result.created)
         up = Sample(
             UP, labels_of({**target.label_dict, "instance": target.url}), 1.0 if result.up else 0.0, ts
         )
@@ -225,20 +283,34 @@ class Scraper:
             message = f"scrape of {shown} ({where}) failed: {reason}"
             log.warning(message)
             return ScrapeResult(up=False, error=message)
-        return ScrapeResult(up=True, duplicates=parsed.duplicates, samples=samples)
+        created = _creation_times(parsed, target.label_dict)
+        return ScrapeResult(up=True, duplicates=parsed.duplicates, samples=samples, created=created)
 
-    def _with_created_zeros(self, url: str, ts: int, samples: list[Sample]) -> list[Sample]:
+    def _with_created_zeros(
+        self,
+        url: str,
+        ts: int,
+        samples: list[Sample],
+        created: Callable[[], Mapping[SeriesKey, int]],
+    ) -> list[Sample]:
         current = {s[:2]: s for s in reversed(samples)}  # the first of duplicates, as the store keeps
         seen = self._seen.get(url)
-        if seen is None:  # the target's first scrape adds nothing: its series may be older than we are
+        if seen is None:  # a first scrape: its series may be older than we are, only _created dates them
             seen = self._seen[url] = _Seen(ts, current, dict(current))
-            for s in current.values():
+            times = created()
+            zeros = []
+            for key, s in current.items():
                 if s.name.endswith(COUNTER_SUFFIXES):
-                    seen.label_sets.setdefault(_identity(s), []).append(s[:2])
-            return samples
+                    seen.label_sets.setdefault(_identity(s), []).append(key)
+                    zero = _zero(s, times.get(key), ts, None) if times else None
+                    if zero is not None:
+                        zeros.append(zero)
+            return zeros + samples if zeros else samples
         back = current.keys() - seen.previous.keys()
         added = (
-            [p for p in (_before(seen, current, current[k]) for k in back) if p is not None] if back else []
+            [p for p in (_before(seen, current, current[k], created, ts) for k in back) if p is not None]
+            if back
+            else []
         )
         seen.last.update(current)
         seen.previous, seen.ts_ms = current, ts
