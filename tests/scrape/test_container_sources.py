@@ -15,9 +15,7 @@ import pytest
 from servemetrics.ingest.scraper import Target
 from servemetrics.store.base import Store
 from servemetrics.types import labels_of
-from tests.scrape.test_continuity import REPLICA, scrape, store, summary
-
-__all__ = ["store"]  # the fixture, re-used from test_continuity
+from tests.scrape.test_continuity import REPLICA, scrape, summary
 
 CPU = "baseten_container_cpu_usage_seconds_total"
 MEM = "baseten_container_cpu_memory_working_set_bytes"

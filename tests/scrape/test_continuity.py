@@ -5,8 +5,7 @@ loses no delta (docs/query-semantics.md "Counters across scrapes")."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 import anyio
 import httpx
@@ -17,7 +16,6 @@ from servemetrics.query.execute import execute
 from servemetrics.query.plan import build_plan
 from servemetrics.query.windows import Mode
 from servemetrics.store.base import Cell, Reducer, Selection, Store, ValueSet
-from servemetrics.store.duckdb import DuckDBStore
 from servemetrics.store.memory import MemoryStore
 from servemetrics.types import labels_of
 from tests.query.helpers import at, wire
@@ -37,14 +35,6 @@ KNATIVE = (
 CADVISOR = "# TYPE container_cpu_usage_seconds_total counter\n"
 CONTAINER = 'id="/kubepods/burstable/pod1/c1",namespace="ns",pod="p1",container="app",cpu="total"'
 REQS = "# TYPE baseten_inference_requests_total counter\n"
-
-
-@pytest.fixture(params=["memory", "duckdb"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    """A fresh store of each local backend."""
-    s: Store = MemoryStore() if request.param == "memory" else DuckDBStore(tmp_path / "samples.duckdb")
-    yield s
-    s.close()
 
 
 def scrape(store: Store, scrapes: Sequence[tuple[float, str]], targets: Sequence[Target] = ()) -> None:

@@ -6,7 +6,7 @@ into a ``MemoryStore`` and a ``DuckDBStore``, read back by ``build_plan`` / ``ex
 from __future__ import annotations
 
 import io
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import anyio
@@ -22,8 +22,6 @@ from servemetrics.query.plan import build_plan
 from servemetrics.query.windows import Mode
 from servemetrics.samples import SampleBatch
 from servemetrics.store.base import DEFAULT_LOOKBACK_MS, Store
-from servemetrics.store.duckdb import DuckDBStore
-from servemetrics.store.memory import MemoryStore
 from servemetrics.types import labels_of
 from tests.query.helpers import T0, at, wire
 
@@ -35,14 +33,6 @@ REPLICA = {"model_id": "m1", "model_name": "M", "deployment_id": "d1", "replica"
 TARGET = Target(URL, labels_of({**REPLICA, "environment": "production", "rollout_phase": "stable"}))
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
 TEXT = "text/plain; version=0.0.4"
-
-
-@pytest.fixture(params=["memory", "duckdb"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
-    """A fresh store of each local backend."""
-    s: Store = MemoryStore() if request.param == "memory" else DuckDBStore(tmp_path / "samples.duckdb")
-    yield s
-    s.close()
 
 
 def seconds(at_s: float) -> str:
