@@ -10,13 +10,14 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.apptools import org
 from tests.conftest import REPO_ROOT
@@ -39,6 +40,34 @@ def wait_http(url: str, deadline_s: float = 30.0) -> None:
         except httpx.HTTPError:
             time.sleep(0.1)
     raise AssertionError(f"{url} did not come up within {deadline_s} s")
+
+
+def wait_until(ok: Callable[[], bool], what: str, deadline_s: float = 60.0) -> None:
+    """Poll ``ok`` every 50 ms until it is true; AssertionError naming ``what`` after ``deadline_s``."""
+    deadline = time.monotonic() + deadline_s
+    while not ok():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+def scrapes_done(base: str, deployment_id: str | None = None) -> float:
+    """Scrapes the service at ``base`` has completed, from its own ``/metrics``: of every target, or
+    only of the targets of ``deployment_id`` (``""``: targets without one, such as ``/gateway/metrics``)."""
+    text = httpx.get(f"{base}/metrics", timeout=10).text
+    return sum(
+        s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+        if s.name == "servemetrics_scrape_duration_seconds_count"
+        and (deployment_id is None or s.labels.get("deployment_id") == deployment_id)
+    )
+
+
+def wait_for_scrapes(base: str, n: int = 2, deployment_id: str | None = None) -> None:
+    """Wait until ``n`` more scrapes (of ``deployment_id``'s targets, see ``scrapes_done``) completed: the
+    last of them started after this call, so what the targets showed before it is in the store."""
+    done = scrapes_done(base, deployment_id)
+    wait_until(lambda: scrapes_done(base, deployment_id) >= done + n, f"{n} more scrapes")
 
 
 def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.processes import one_replica_service
+from tests.processes import one_replica_service, wait_for_scrapes
 
 pytestmark = pytest.mark.e2e
 KEY = "e2e-metrics-key"
@@ -56,15 +56,15 @@ def test_all_three_modes_over_http(running, metrics_response_validator):
     base, replica, _ = running
     t0 = int(time.time() * 1000)
     scrapes_after(base, t0)  # a baseline scrape before any request
-    time.sleep(1.2)
+    wait_for_scrapes(base, 1, deployment_id="d1")
     t1 = int(time.time() * 1000)
     scrapes_after(base, t1)
     httpx.post(f"{replica}/observe", params={"status": "200", "seconds": "0.3", "count": "6"})
     httpx.post(f"{replica}/observe", params={"status": "503", "seconds": "4", "count": "2"})
     t2 = int(time.time() * 1000)
-    time.sleep(2.5)
+    wait_for_scrapes(base, 2, deployment_id="d1")  # the second one started after the observations
     scrapes_after(base, t2)
-    time.sleep(1.2)
+    wait_for_scrapes(base, 1, deployment_id="d1")
     end = int(time.time() * 1000)
     params = {
         "start_epoch_millis": t0 - 60_000,

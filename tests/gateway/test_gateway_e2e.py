@@ -26,7 +26,9 @@ from tests.processes import (
     stop,
     theirs,
     two_organizations,
+    wait_for_scrapes,
     wait_http,
+    wait_until,
     write_service_config,
 )
 
@@ -175,7 +177,7 @@ def test_reject_on_full_answers_429_with_retry_after(svc):
     path = "/v1/models/m1/deployment/d3/predict"
     with ThreadPoolExecutor(1) as pool:
         slow = pool.submit(predict, base, path, delay_ms=1500)
-        time.sleep(0.4)
+        wait_until(lambda: gauge(base, "baseten_concurrent_requests").get("d3", 0) >= 1, "the slow request")
         rejected = predict(base, path)
         assert slow.result().status_code == 200
     assert rejected.status_code == 429
@@ -196,8 +198,14 @@ def test_queue_on_full_queues_in_order_and_completes(svc):
     started = time.perf_counter()
     with ThreadPoolExecutor(4) as pool:
         futures = [pool.submit(predict, base, path, delay_ms=300, tokens=1) for _ in range(4)]
-        time.sleep(0.15)
-        concurrent = gauge(base, "baseten_concurrent_requests")["d4"]
+        seen = [0.0]
+
+        def all_arrived() -> bool:  # every request in the gateway, or the first one already answered
+            seen[0] = max(seen[0], gauge(base, "baseten_concurrent_requests").get("d4", 0.0))
+            return seen[0] >= 4 or any(f.done() for f in futures)
+
+        wait_until(all_arrived, "four requests at the gateway")
+        concurrent = seen[0]
         results = [f.result() for f in futures]
     elapsed = time.perf_counter() - started
     assert [r.status_code for r in results] == [200] * 4
@@ -242,7 +250,7 @@ def test_auth_tenancy_and_the_host_form(svc):
 def test_request_counts_reach_the_metrics_api(svc):
     base = svc[0]
     since = int(time.time() * 1000) - 60_000
-    time.sleep(2.5)  # earlier tests' staging requests reach the store (1 s scrapes) before the baseline
+    wait_for_scrapes(base, 2, deployment_id="")  # earlier tests' requests reach the store before the baseline
     before = _summary(base, since)
     path = "/v1/models/m1/environments/staging/predict"
     codes = [predict(base, path, status=s, tokens=1).status_code for s in (200, 200, 200, 500, 500, 422)]

@@ -26,7 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 import httpx
 import pytest
 
-from tests.processes import one_replica_service
+from tests.processes import one_replica_service, wait_for_scrapes
 
 pytestmark = pytest.mark.e2e
 KEY = "littles-law-key"
@@ -80,7 +80,7 @@ def test_concurrency_is_rate_times_mean_latency(svc):
     rate = len(futures) / LOAD_S
     mean_latency = sum(latencies) / len(latencies)
     expected = rate * mean_latency
-    time.sleep(2.5)  # the last steady scrapes reach the store
+    wait_for_scrapes(base, 2)  # the last steady scrapes reach the store
     body = httpx.get(
         f"{base}/v1/models/m1/deployments/d1/metrics",
         headers={"Authorization": f"Api-Key {KEY}"},

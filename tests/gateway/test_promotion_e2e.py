@@ -9,7 +9,7 @@ The promotion relabels the gateway's counter children (d1 ``stable`` -> ``promot
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -18,7 +18,7 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.processes import free_port, start, stop, wait_http
+from tests.processes import free_port, start, stop, wait_for_scrapes, wait_http, wait_until
 
 pytestmark = pytest.mark.e2e
 MANAGE, INVOKE = "promo-manage", "promo-invoke"
@@ -76,7 +76,7 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         for p in ports:
             wait_http(f"http://127.0.0.1:{p}/health")
         wait_http(f"{url}/healthz")
-        _wait(lambda: _active(url) == {"d1": 1.0, "d2": 1.0}, "both replicas healthy")
+        wait_until(lambda: _active(url) == {"d1": 1.0, "d2": 1.0}, "both replicas healthy")
         yield url
     finally:
         stop(service)
@@ -86,13 +86,6 @@ def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def _auth(key: str) -> dict[str, str]:
     return {"Authorization": f"Api-Key {key}"}
-
-
-def _wait(ok: Callable[[], bool], what: str, deadline_s: float = 60.0) -> None:
-    deadline = time.monotonic() + deadline_s
-    while not ok():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.05)
 
 
 def _samples(url: str, name: str) -> list:
@@ -114,18 +107,11 @@ def _gateway_2xx(base: str) -> float:
     )
 
 
-def _gateway_scrapes(base: str) -> float:
-    """Completed scrapes of ``/gateway/metrics`` by the service (its target has no ``deployment_id``)."""
-    rows = _samples(f"{base}/metrics", "servemetrics_scrape_duration_seconds_count")
-    return sum(s.value for s in rows if s.labels["deployment_id"] == "")
-
-
 def _caught_up(base: str, answered: float) -> None:
     """Wait until the gateway's counters show ``answered`` 2xx requests, then until two more scrapes of
     ``/gateway/metrics`` completed: the second of them started after those counters were final."""
-    _wait(lambda: _gateway_2xx(base) == answered, f"the gateway counting {answered} requests")
-    scrapes = _gateway_scrapes(base)
-    _wait(lambda: _gateway_scrapes(base) >= scrapes + 2, "two scrapes of /gateway/metrics")
+    wait_until(lambda: _gateway_2xx(base) == answered, f"the gateway counting {answered} requests")
+    wait_for_scrapes(base, 2, deployment_id="")
 
 
 def _requests(base: str, n: int) -> int:
