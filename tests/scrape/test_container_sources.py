@@ -15,7 +15,8 @@ import pytest
 from servemetrics.ingest.scraper import Target
 from servemetrics.store.base import Store
 from servemetrics.types import labels_of
-from tests.scrape.test_continuity import REPLICA, scrape, summary
+from tests.scrape.answers import summary
+from tests.scrape.test_continuity import REPLICA, scrape
 
 CPU = "baseten_container_cpu_usage_seconds_total"
 MEM = "baseten_container_cpu_memory_working_set_bytes"

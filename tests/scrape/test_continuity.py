@@ -12,17 +12,14 @@ import httpx
 import pytest
 
 from servemetrics.ingest.scraper import Scraper, Target
-from servemetrics.query.execute import execute
-from servemetrics.query.plan import build_plan
-from servemetrics.query.windows import Mode
 from servemetrics.store.base import Cell, Reducer, Selection, Store, ValueSet
 from servemetrics.store.memory import MemoryStore
 from servemetrics.types import labels_of
-from tests.query.helpers import at, wire
+from tests.query.helpers import at
+from tests.scrape.answers import D1, summary
 
 REQ = "baseten_inference_requests_total"
 CPU = "baseten_container_cpu_usage_seconds_total"
-D1 = frozenset({"d1"})
 URL = "http://10.0.0.7:9091/metrics"
 REPLICA = {"model_id": "m1", "model_name": "M", "deployment_id": "d1", "replica": "r1"}
 STABLE = Target(URL, labels_of({**REPLICA, "environment": "production", "rollout_phase": "stable"}))
@@ -54,17 +51,6 @@ def scrape(store: Store, scrapes: Sequence[tuple[float, str]], targets: Sequence
                 assert (await scraper.scrape_once(target, at(seconds))).up
 
     anyio.run(go)
-
-
-def summary(store: Store, name: str, start_s: float, end_s: float) -> list[float | None]:
-    """The SUMMARY values of ``name`` over ``[T0 + start_s, T0 + end_s)``, as the API answers them."""
-    plan = build_plan(
-        "m1", Mode.SUMMARY, at(start_s), at(end_s), [name], lambda _s, _e: [(at(-3600), D1)], at(end_s)
-    )
-    resp = wire(execute(plan, store))
-    assert [d["name"] for d in resp["metric_descriptors"]] == [name]
-    values = resp["metric_values"][0]["values"][0]
-    return values if isinstance(values, list) else [values]
 
 
 def test_c12_counter_missing_from_one_scrape_continues(store: Store) -> None:

@@ -17,17 +17,14 @@ from servemetrics.importer import _append_file
 from servemetrics.ingest import backfill
 from servemetrics.ingest.exposition import CREATED_HORIZON_MS, parse_exposition
 from servemetrics.ingest.scraper import Scraper, Target
-from servemetrics.query.execute import execute
-from servemetrics.query.plan import build_plan
-from servemetrics.query.windows import Mode
 from servemetrics.samples import SampleBatch
 from servemetrics.store.base import DEFAULT_LOOKBACK_MS, Store
 from servemetrics.types import labels_of
-from tests.query.helpers import T0, at, wire
+from tests.query.helpers import T0, at
+from tests.scrape.answers import summary
 
 REQ = "baseten_inference_requests_total"
 LATENCY = "baseten_end_to_end_response_time_seconds"
-D1 = frozenset({"d1"})
 URL = "http://10.0.0.7:9091/metrics"
 REPLICA = {"model_id": "m1", "model_name": "M", "deployment_id": "d1", "replica": "r1"}
 TARGET = Target(URL, labels_of({**REPLICA, "environment": "production", "rollout_phase": "stable"}))
@@ -80,17 +77,6 @@ def scrape(store: Store, scrapes: Sequence[tuple[float, str]], content_type: str
 
     anyio.run(go)
     return appended
-
-
-def summary(store: Store, name: str, start_s: float, end_s: float) -> list[float | None]:
-    """The SUMMARY values of ``name`` over ``[T0 + start_s, T0 + end_s)``, as the API answers them."""
-    plan = build_plan(
-        "m1", Mode.SUMMARY, at(start_s), at(end_s), [name], lambda _s, _e: [(at(-3600), D1)], at(end_s)
-    )
-    resp = wire(execute(plan, store))
-    assert [d["name"] for d in resp["metric_descriptors"]] == [name]
-    values = resp["metric_values"][0]["values"][0]
-    return values if isinstance(values, list) else [values]
 
 
 def stored(batches: Sequence[SampleBatch], status_code: str) -> list[tuple[int, float]]:

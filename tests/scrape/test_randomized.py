@@ -36,15 +36,12 @@ import httpx
 import pytest
 
 from servemetrics.ingest.scraper import Scraper, Target
-from servemetrics.query.execute import execute
-from servemetrics.query.plan import build_plan
-from servemetrics.query.windows import Mode
 from servemetrics.store.base import Store
 from servemetrics.types import labels_of
-from tests.query.helpers import T0, wire
+from tests.query.helpers import T0
+from tests.scrape.answers import summary_ms
 
 REQ = "baseten_inference_requests_total"
-D1 = frozenset({"d1"})
 URL = "http://10.0.0.7:9091/metrics"
 REPLICA = {"model_id": "m1", "model_name": "M", "deployment_id": "d1", "replica": "r1"}
 OPENMETRICS = "application/openmetrics-text; version=1.0.0; charset=utf-8"
@@ -222,12 +219,7 @@ def run(store: Store, timeline: Timeline) -> None:
 
 def summary(store: Store, start_ms: int, end_ms: int) -> list[float | None]:
     """The SUMMARY of the requests counter over ``[T0 + start_ms, T0 + end_ms)``, as the API answers it."""
-    start, end = T0 + start_ms, T0 + end_ms
-    plan = build_plan("m1", Mode.SUMMARY, start, end, [REQ], lambda _s, _e: [(T0 - 3_600_000, D1)], end)
-    resp = wire(execute(plan, store))
-    assert [d["name"] for d in resp["metric_descriptors"]] == [REQ]
-    values = resp["metric_values"][0]["values"][0]
-    return values if isinstance(values, list) else [values]
+    return summary_ms(store, REQ, T0 + start_ms, T0 + end_ms)
 
 
 @pytest.mark.parametrize(
