@@ -19,7 +19,7 @@ import pytest
 from playwright.sync_api import Browser, Page
 
 from tests.dashboard.browser import graphs, launch, new_context, screenshot, wait_drawn
-from tests.processes import free_port, start, stop, wait_http
+from tests.processes import free_port, start, stop, wait_for_scrapes, wait_http
 
 pytestmark = pytest.mark.e2e
 KEY = "demo-dashboard-key"
@@ -195,7 +195,7 @@ def _promoted(demo: Demo, deadline_s: float) -> dict:
 
 def test_promoted_marker_on_every_graph_names_both_deployments(browser, demo):
     promoted = _promoted(demo, DURATION_S)
-    time.sleep(6)  # a scrape after the promotion, so the graphs show the new value sets
+    wait_for_scrapes(demo.base, 2)  # a scrape after the promotion, so the graphs show the new value sets
     page = open_page(browser, demo)
     wait_drawn(page)
     page.click("#events-button")

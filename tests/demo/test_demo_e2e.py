@@ -19,7 +19,7 @@ import pytest
 from servemetrics.catalog import DEFAULT_METRICS
 from servemetrics.demo.load import has_async_route
 from tests.conftest import schema_validator
-from tests.processes import free_port, start
+from tests.processes import free_port, start, wait_for_scrapes, wait_until
 
 pytestmark = pytest.mark.e2e
 KEY = "demo-test-key"
@@ -122,7 +122,9 @@ def test_demo_feeds_every_metric_promotes_and_exits_cleanly(tmp_path):
         assert promoted["details"]["percent"] == 25 and promoted["details"]["rolling"] is True
         promo_ms = promoted["epoch_millis"]
 
-        time.sleep(45)  # 50 % after 20 s, 100 % after 40 s, then a scrape
+        # 50 % after 20 s, 100 % after 40 s, then two scrapes so the store holds what came before
+        wait_until(lambda: client.get(env).json()["in_progress_promotion"] is None, "100 %", 180)
+        wait_for_scrapes(base, 2)
         seen |= _children(proc.pid)
         assert proc.poll() is None
         now = int(time.time() * 1000)
