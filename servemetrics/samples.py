@@ -6,6 +6,8 @@ arrays), which is how every store appends (never row by row).
 
 from __future__ import annotations
 
+import math
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -27,6 +29,16 @@ class Sample(NamedTuple):
     def key(self) -> SeriesKey:
         """The series identity ``(name, labels)``."""
         return (self.name, self.labels)
+
+
+STALE_NAN: float = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]
+"""Prometheus' stale marker (``value.StaleNaN``): a sample with this value says the series left its target
+at that instant (DESIGN "staleness"). Ingest drops every other NaN, so a store reads any NaN as a marker."""
+
+
+def is_stale(value: float) -> bool:
+    """Whether ``value`` is a stale marker (any NaN: ingest stores no other)."""
+    return math.isnan(value)
 
 
 MAX_FUTURE_MS = 10 * 60 * 1000

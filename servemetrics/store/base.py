@@ -11,11 +11,20 @@ Semantics every backend must meet (DESIGN "Query semantics"; ``MemoryStore`` is 
   and it matches every matcher.
 - ``MEAN``: mean of the series' samples with ``v.start_ms <= ts < v.end_ms``.
 - ``LAST``: the series' latest sample with ``v.end_ms - lookback_ms <= ts < v.end_ms``.
-- ``INCREASE``: sum of deltas between consecutive samples of the series whose later sample lies in
-  ``[v.start_ms, v.end_ms)``; a drop is a reset (delta = the new value). The earlier sample of a pair may
-  lie before ``v.start_ms`` but not before ``v.start_ms - lookback_ms``. No extrapolation.
-- A series "has data" in ``v`` when it has at least one sample in the range its reducer reads
-  (``[start, end)`` for MEAN and INCREASE). Series without data are left out of the group's cell.
+- ``INCREASE`` (DESIGN "counter in a step"; docs/query-semantics.md "Counters across scrapes"): for
+  each pair of consecutive samples (t0, v0), (t1, v1) of the series at most ``COUNTER_GAP_MS`` apart, the
+  delta ``v1 - v0`` (``v1`` after a drop: a reset) is spread evenly over ``(t0, t1]`` and ``v`` receives
+  the part that falls inside ``[v.start_ms, v.end_ms)``. A pair further apart is a gap: when ``v1 < v0``
+  the counter was re-created during it and ``v1`` counts at ``t1`` (a point); otherwise nothing. So the
+  result depends on the pair only, never on where a value set starts: SUMMARY = sum of SERIES. No
+  extrapolation past the first or last sample.
+- Stale markers (``samples.STALE_NAN``, Prometheus' bit pattern; any NaN in a store is one), written by
+  the scraper when a series leaves a target that is still scraped: no value. MEAN and INCREASE skip
+  them (a counter continues across them: gaps are not resets); LAST gives no data when the latest
+  sample in its range is a marker.
+- A series "has data" in ``v`` when it has at least one sample (not a marker) in the range its reducer
+  reads (``[start, end)`` for MEAN and INCREASE), or, for INCREASE, a pair's ``(t0, t1]`` overlaps ``v``
+  (a 30 s step between two samples of a 60 s scrape). Series without data are left out of the group's cell.
 - Result: for each group (the values of ``group_by`` labels, "" when absent) a list with one entry per
   value set: ``Cell(total, series)`` = sum of the per-series results and the number of series with data,
   or ``None`` when no series of the group has data there. Every group with at least one matching series
@@ -41,7 +50,11 @@ from servemetrics.samples import SampleBatch
 from servemetrics.types import Matchers
 
 DEFAULT_LOOKBACK_MS = 10 * 60 * 1000
-"""INCREASE looks this far before a value set for the previous sample of a series (10 minutes)."""
+"""LAST looks this far before a value set's end for a series' latest sample (10 minutes)."""
+
+COUNTER_GAP_MS = 10 * 60 * 1000
+"""Two consecutive samples of a counter further apart than this (10 minutes) are a gap, not a pair
+(``INCREASE``); at most ``duckdb_schema.ROLLUP_MS`` (a test keeps it so)."""
 
 
 class Reducer(StrEnum):
@@ -71,7 +84,8 @@ class Selection:
         value_sets: the ranges to evaluate, in order.
         group_by: label names kept in the result key (e.g. ``("le",)``); series are summed per group.
         matchers: label equality matchers, e.g. ``(("model_id", "m1"),)``.
-        lookback_ms: INCREASE: how far before a value set the previous sample may be; LAST: staleness.
+        lookback_ms: LAST: how far before a value set's end the latest sample may be (INCREASE pairs
+            samples at most ``COUNTER_GAP_MS`` apart, whatever this says).
     """
 
     name: str

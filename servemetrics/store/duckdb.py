@@ -26,6 +26,7 @@ from servemetrics.samples import SampleBatch
 from servemetrics.store import duckdb_codec as codec
 from servemetrics.store import duckdb_eval
 from servemetrics.store.base import Selection, SelectResult, StoreStats, check_value_sets
+from servemetrics.store.duckdb_previous import last_real_before, sealed_previous
 from servemetrics.store.duckdb_rollups import RollupIndex
 from servemetrics.store.duckdb_schema import (
     CHUNK_MS,
@@ -39,7 +40,6 @@ from servemetrics.store.duckdb_schema import (
     drop_sealed,
     insert_head,
     insert_series,
-    last_sealed,
     load_chunks,
     load_rollup_columns,
     newest_per_series,
@@ -249,7 +249,7 @@ class DuckDBStore:
         sid, ts, val = concat(view.head)
         m = ts < until
         sid, ts, val = sort_segment(sid[m], ts[m], val[m])
-        rollups = write_rows(con, sid, ts, val, *last_sealed(con))
+        rollups = write_rows(con, sid, ts, val, *sealed_previous(view.rollups, sid, self._sealed_until))
         return View(until, view.head_keep(until), view.rollups.merged(rollups))
 
     def _merge_sealed(
@@ -259,7 +259,9 @@ class DuckDBStore:
         rewritten; ``view`` with the rollups reloaded (itself when there are none), and how many were new."""
         if ts.size == 0:
             return view, 0
-        load, prev_ts, prev_val = chunks_to_rewrite(con, sid, ts)
+        load, before = chunks_to_rewrite(con, sid, ts)
+        ids = np.array(list(before), np.int64)
+        prev_ts, prev_val = sealed_previous(view.rollups, ids, list(before.values()))
         e_sid, e_ts, e_val = load_chunks(con, load)
         # stored samples come first and win
         all_sid, all_ts, all_val = first_wins(
@@ -334,6 +336,7 @@ class DuckDBStore:
                 view.rollups,
                 view.sealed_until,
                 functools.partial(self._read_raw, view, sids, gen=gen),
+                functools.partial(self._read_previous, view, sids, gen=gen),
             )
             if self._gen.value == gen:  # no write changed sealed chunks meanwhile
                 break
@@ -368,6 +371,16 @@ class DuckDBStore:
             cache.put([(k, new.get(k, empty)) for k in missing], gen)
             found.update(new)
         return found
+
+    def _read_previous(
+        self, view: View, sids: np.ndarray, index: np.ndarray, before: np.ndarray, gen: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``duckdb_eval.PreviousReader`` on ``view``: per (index into ``sids``, ts) the last real sample."""
+
+        def read(ids: np.ndarray, ranges: list[tuple[int, int]]) -> Segment:
+            return self._read_raw(view, ids, ranges, gen)
+
+        return last_real_before(view.rollups, view.sealed_until, read, sids[index], before)
 
     def _read_raw(self, view: View, sids: np.ndarray, ranges: duckdb_eval.Ranges, gen: int) -> Segment:
         """Samples of ``sids`` with ts in the sorted, disjoint ``ranges``: (index into ``sids``, ts, value).

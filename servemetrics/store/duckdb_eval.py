@@ -15,12 +15,13 @@ label sets is ``query/execute.py``'s job (docs/store.md "Who computes what"). Ti
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 
-from servemetrics.store.base import Cell, GroupKey, Reducer, Selection, SelectResult
+from servemetrics.store.base import COUNTER_GAP_MS, Cell, GroupKey, Reducer, Selection, SelectResult
+from servemetrics.store.duckdb_increase import StreamDeltas, raw_edge_parts, rollup_edge_parts
 from servemetrics.store.duckdb_rollups import RollupIndex
 
 Ranges = list[tuple[int, int]]
@@ -28,6 +29,9 @@ Ranges = list[tuple[int, int]]
 RawReader = Callable[[Ranges], tuple[np.ndarray, np.ndarray, np.ndarray]]
 """``read_raw(ranges)``: the raw samples in ``ranges`` as (index into ``sids``, ts, value), sorted by
 (index, ts) and unique."""
+PreviousReader = Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
+"""``read_previous(index, before)``: per (index into ``sids``, ts ms) the series' last sample that is not
+a stale marker before that ts, as (found, ts, value)."""
 Reduced = tuple[np.ndarray, np.ndarray]
 """Per series (rows) and value set (columns): the reduced value and the has-data mask."""
 
@@ -52,38 +56,48 @@ class RollupPiece(NamedTuple):
 
 @dataclass
 class ReadPlan:
-    """The pieces of every value set (raw and rollup) and the raw ranges to fetch for them."""
+    """The pieces of every value set (raw and rollup) and the raw ranges to fetch for them; INCREASE: the
+    value set edges whose straddling pair is read from raw samples (``raw_edges``) or from the rollup
+    bucket starting there (``roll_edges``)."""
 
     raw: list[RawPiece]
     roll: list[RollupPiece]
     fetch: Ranges
+    raw_edges: list[int] = field(default_factory=list)
+    roll_edges: list[int] = field(default_factory=list)
 
 
 def plan_reads(sel: Selection, rollup_ms: int, rollup_until: int) -> ReadPlan:
     """Split each value set's read range into rollup buckets (aligned to ``rollup_ms``, sealed before
-    ``rollup_until``) and raw pieces, with the raw ranges to fetch (INCREASE fetches ``lookback_ms``
-    before each raw piece, for the previous sample of its first sample)."""
+    ``rollup_until``) and raw pieces, with the raw ranges to fetch. INCREASE fetches ``COUNTER_GAP_MS``
+    before each raw piece (for each sample's previous one) and around each edge not answered by a sealed
+    bucket. LAST reads raw samples only (a rollup skips stale markers, which LAST must see)."""
     raw: list[RawPiece] = []
     roll: list[RollupPiece] = []
     fetch: Ranges = []
-    lookback = sel.lookback_ms
-    needs_previous = sel.reducer is Reducer.INCREASE
+    increase = sel.reducer is Reducer.INCREASE
     for i, vs in enumerate(sel.value_sets):
-        lo = vs.end_ms - lookback if sel.reducer is Reducer.LAST else vs.start_ms
+        lo = vs.end_ms - sel.lookback_ms if sel.reducer is Reducer.LAST else vs.start_ms
         hi = vs.end_ms
         buckets_lo = -(-lo // rollup_ms) * rollup_ms  # the first bucket boundary at or after lo
         buckets_hi = min(hi // rollup_ms * rollup_ms, rollup_until)  # the last boundary at or before hi
         pieces = [(lo, hi)]
-        if buckets_lo < buckets_hi:
+        if buckets_lo < buckets_hi and sel.reducer is not Reducer.LAST:
             roll.append(RollupPiece(i, buckets_lo, buckets_hi, buckets_hi < hi))
             pieces = [p for p in ((lo, buckets_lo), (buckets_hi, hi)) if p[0] < p[1]]
-            if needs_previous and buckets_hi < hi and buckets_lo == lo:
-                # a tail piece without a head piece: the previous sample may precede the value set
-                fetch.append((lo - lookback, lo))
         for piece_lo, piece_hi in pieces:
             raw.append(RawPiece(i, piece_lo, piece_hi))
-            fetch.append((piece_lo - lookback if needs_previous else piece_lo, piece_hi))
-    return ReadPlan(raw, roll, merge_ranges(fetch))
+            fetch.append((piece_lo - COUNTER_GAP_MS if increase else piece_lo, piece_hi))
+    plan = ReadPlan(raw, roll, [])
+    if increase:
+        for x in sorted({e for vs in sel.value_sets for e in (vs.start_ms, vs.end_ms)}):
+            if x % rollup_ms == 0 and x + rollup_ms <= rollup_until:
+                plan.roll_edges.append(x)
+            else:
+                plan.raw_edges.append(x)
+                fetch.append((x - COUNTER_GAP_MS, x + COUNTER_GAP_MS))
+    plan.fetch = merge_ranges(fetch)
+    return plan
 
 
 def merge_ranges(ranges: Ranges) -> Ranges:
@@ -114,12 +128,21 @@ def _range_sum_ext(ext: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarra
 class _Stream:
     """Samples of the selected series, sorted by (series index, ts) and unique, keyed for range lookups.
 
-    ``val_ext`` and ``inc_ext`` (each sample's delta to the previous one) carry one extra 0 at the end
-    for ``_range_sum_ext``; the previous sample of ``j`` is ``j - 1`` when ``has_prev(j)``.
+    ``val_ext`` carries one extra 0 at the end for ``_range_sum_ext``; ``virtual`` marks the last samples
+    of rollup runs (``_Evaluation.virtual``) among the raw ones.
     """
 
-    def __init__(self, sidx: np.ndarray, ts: np.ndarray, val: np.ndarray, t0: int, span: int) -> None:
+    def __init__(
+        self,
+        sidx: np.ndarray,
+        ts: np.ndarray,
+        val: np.ndarray,
+        t0: int,
+        span: int,
+        virtual: np.ndarray | None = None,
+    ) -> None:
         self.sidx, self.ts, self.t0, self.span = sidx, ts, t0, span
+        self.virtual = np.zeros(ts.size, dtype=bool) if virtual is None else virtual
         key = sidx.astype(np.int64)  # a copy
         key *= span
         key += ts
@@ -141,7 +164,7 @@ class _Stream:
         keep = np.ones(key.size, dtype=bool)
         keep[1:] = key[1:] != key[:-1]
         order = order[keep]
-        return cls(sidx[order], ts[order], val[order], t0, span)
+        return cls(sidx[order], ts[order], val[order], t0, span, ~real[order])
 
     @property
     def val_ext(self) -> np.ndarray:
@@ -149,32 +172,6 @@ class _Stream:
         if self._val_ext is None:
             self._val_ext = np.append(self.val, 0.0)
         return self._val_ext
-
-    @property
-    def inc_ext(self) -> np.ndarray:
-        """``increases`` (a drop is a reset) of each sample to the one before it, in place."""
-        if self._inc is None:
-            val, n = self.val, self.ts.size
-            inc = np.empty(n + 1)
-            inc[n] = 0.0
-            if n:
-                inc[0] = val[0]
-                d = inc[1:n]
-                with np.errstate(invalid="ignore"):
-                    np.subtract(val[1:], val[:-1], out=d)
-                reset = np.greater_equal(val[1:], val[:-1])
-                np.logical_not(reset, out=reset)  # also where a value is NaN, as in ``increases``
-                np.copyto(d, val[1:], where=reset)
-            self._inc = inc
-        return self._inc
-
-    def prev_within(self, index: np.ndarray, since: np.ndarray) -> np.ndarray:
-        """Per sample ``index`` (valid): it has a previous sample of its series at or after ``since``."""
-        before = np.maximum(index - 1, 0)
-        within: np.ndarray = (
-            (index > 0) & (self.sidx[before] == self.sidx[index]) & (self.ts[before] >= since)
-        )
-        return within
 
     def find(self, series: np.ndarray, ts: np.ndarray) -> np.ndarray:
         """Per (series index, ts): the position of the first sample of that series at or after ts."""
@@ -214,6 +211,7 @@ class _Evaluation:
     rollups: RollupIndex
     reads: ReadPlan
     read_raw: RawReader
+    read_previous: PreviousReader
     n_series: int
     n_sets: int
 
@@ -238,7 +236,11 @@ class _Evaluation:
     def stream(self, virtual: _Samples) -> _Stream:
         """The raw samples of every raw piece (none without raw pieces) and the ``virtual`` samples."""
         reads = self.reads
-        raw = _Samples(*self.read_raw(reads.fetch)) if reads.raw else _NO_SAMPLES
+        raw = _Samples(*self.read_raw(reads.fetch)) if reads.fetch else _NO_SAMPLES
+        if self.sel.reducer is not Reducer.LAST and raw.value.size:
+            real = ~np.isnan(raw.value)  # stale markers: only LAST reads them
+            if not real.all():
+                raw = _Samples(raw.series[real], raw.ts[real], raw.value[real])
         t0 = min([lo for lo, _ in reads.fetch] + [r.lo for r in reads.roll]) - 1
         span = max([hi for _, hi in reads.fetch] + [r.hi for r in reads.roll]) - t0 + 1
         if virtual.ts.size == 0:
@@ -259,16 +261,24 @@ class _Evaluation:
 
 
 def evaluate(
-    sel: Selection, sids: np.ndarray, rollups: RollupIndex, rollup_until: int, read_raw: RawReader
+    sel: Selection,
+    sids: np.ndarray,
+    rollups: RollupIndex,
+    rollup_until: int,
+    read_raw: RawReader,
+    read_previous: PreviousReader,
 ) -> Reduced:
     """Per series (rows, in ``sids`` order) and value set (columns): the reduced value and has-data mask.
 
     ``rollups`` holds the rollup rows sealed before ``rollup_until`` (epoch ms); ``read_raw(ranges)``
     gives the raw samples of ``sids`` in ``ranges`` as (index into ``sids``, ts, value), sorted by
-    (index, ts) and unique. The reducer's rule is ``_EVALUATORS[sel.reducer]``.
+    (index, ts) and unique; ``read_previous`` a series' last sample before a time (``PreviousReader``).
+    The reducer's rule is ``_EVALUATORS[sel.reducer]``.
     """
     reads = plan_reads(sel, rollups.rollup_ms, rollup_until)
-    evaluation = _Evaluation(sel, sids, rollups, reads, read_raw, int(sids.size), len(sel.value_sets))
+    evaluation = _Evaluation(
+        sel, sids, rollups, reads, read_raw, read_previous, int(sids.size), len(sel.value_sets)
+    )
     return _EVALUATORS[sel.reducer](evaluation)
 
 
@@ -299,8 +309,23 @@ def _evaluate_mean(ev: _Evaluation) -> Reduced:
 
 
 def _evaluate_increase(ev: _Evaluation) -> Reduced:
-    """INCREASE: the sum of the deltas (a drop is a reset) whose later sample lies in ``[start, end)``."""
-    return ev.shaped(*_summed(ev, _rollup_increases, _raw_increases))
+    """INCREASE (``duckdb_increase``: ``C + P(hi) - P(lo)`` per series and value set): the counted deltas
+    of the samples in each value set from rollup runs and raw pieces, then the straddling pairs' parts."""
+    total, count = ev.zeros()
+    virtual = _NO_SAMPLES
+    if ev.reads.roll:
+        rows = ev.rollup_rows()
+        virtual = ev.virtual(rows, rows.tail_follows)
+        _rollup_increases(ev, rows, total, count)
+    if ev.n_series == 0:
+        return ev.shaped(total, count)
+    stream = ev.stream(virtual)
+    starts = np.array([lo for lo, _ in ev.reads.fetch], dtype=np.int64)
+    deltas = StreamDeltas(stream.sidx, stream.ts, stream.val, stream.virtual, starts)
+    if ev.reads.raw:
+        _raw_increases(ev, stream, deltas, total, count)
+    _edge_parts(ev, stream, deltas, total, count)
+    return ev.shaped(total, count)
 
 
 def _evaluate_last(ev: _Evaluation) -> Reduced:
@@ -341,20 +366,53 @@ def _raw_sums(ev: _Evaluation, stream: _Stream, total: np.ndarray, count: np.nda
     _accumulate(total, count, cell, _range_sum_ext(stream.val_ext, first, end), end - first)
 
 
-def _raw_increases(ev: _Evaluation, stream: _Stream, total: np.ndarray, count: np.ndarray) -> None:
-    """A piece's increase: the deltas of its samples after the first, plus the first sample's delta when
-    its previous sample lies within ``lookback_ms`` before the value set's start."""
-    if ev.n_series == 0:
-        return
-    cell, value_set, first, end = _raw_grid(ev, stream)
-    deltas = stream.inc_ext
-    value = _range_sum_ext(deltas, np.minimum(first + 1, end), end)
-    nonempty = end > first
-    first_sample = first[nonempty]
-    starts = _starts(ev.sel)[value_set[nonempty]]
-    counted = stream.prev_within(first_sample, starts - ev.sel.lookback_ms)
-    value[nonempty] += np.where(counted, deltas[first_sample], 0.0)
+def _raw_increases(
+    ev: _Evaluation, stream: _Stream, deltas: StreamDeltas, total: np.ndarray, count: np.ndarray
+) -> None:
+    """Each raw piece's counted deltas; a sample in a piece whose true previous sample the stream lacks
+    (after a gap longer than the fetch) gets it from ``read_previous``."""
+    cell, _, first, end = _raw_grid(ev, stream)
+    n = stream.ts.size
+    mark = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(mark, first, 1)
+    np.add.at(mark, end, -1)
+    at, before = deltas.unknown(np.cumsum(mark)[:n] > 0)
+    if at.size:
+        found, _, p_val = ev.read_previous(stream.sidx[at], before)
+        deltas.resolve(at, stream.val[at], found, p_val)
+    value = _range_sum_ext(np.append(deltas.d, 0.0), first, end)
     _accumulate(total, count, cell, value, end - first)
+
+
+def _edge_parts(
+    ev: _Evaluation, stream: _Stream, deltas: StreamDeltas, total: np.ndarray, count: np.ndarray
+) -> None:
+    """Add ``P(end) - P(start)`` to every (series, value set); a pair straddling the end gives the value
+    set data even without a sample in it (a step between two samples of a sparse scrape)."""
+    edges = np.array(sorted(ev.reads.raw_edges + ev.reads.roll_edges), dtype=np.int64)
+    n_e = edges.size
+    part = np.zeros((ev.n_series, n_e))
+    ok = np.zeros((ev.n_series, n_e), dtype=bool)
+    series = np.arange(ev.n_series)
+    for cols, raw in ((ev.reads.raw_edges, True), (ev.reads.roll_edges, False)):
+        if not cols:
+            continue
+        k = np.searchsorted(edges, np.asarray(cols, dtype=np.int64))
+        s_idx, x = np.repeat(series, k.size), np.tile(edges[k], ev.n_series)
+        if raw:
+            first = stream.find(s_idx, x)
+            at = np.minimum(first, max(stream.ts.size - 1, 0))
+            mine = (first < stream.ts.size) & (stream.sidx[at] == s_idx) if stream.ts.size else first < 0
+            p, o = raw_edge_parts(deltas, stream.ts, first, mine, x)
+        else:
+            p, o = rollup_edge_parts(ev.rollups, ev.sids[s_idx], x)
+        part[s_idx, np.tile(k, ev.n_series)], ok[s_idx, np.tile(k, ev.n_series)] = p, o
+    lo = np.searchsorted(edges, _starts(ev.sel))
+    hi = np.searchsorted(edges, np.array([vs.end_ms for vs in ev.sel.value_sets], dtype=np.int64))
+    flat_total = total.reshape(ev.n_series, ev.n_sets)
+    flat_total += part[:, hi] - part[:, lo]
+    flat_count = count.reshape(ev.n_series, ev.n_sets)
+    flat_count += ok[:, hi]
 
 
 def _starts(sel: Selection) -> np.ndarray:
@@ -369,22 +427,11 @@ def _rollup_sums(ev: _Evaluation, rows: _RollupRows, total: np.ndarray, count: n
 
 
 def _rollup_increases(ev: _Evaluation, rows: _RollupRows, total: np.ndarray, count: np.ndarray) -> None:
-    """A run of buckets' increase: every bucket's full increase after the first; the first bucket's
-    increase inside it, plus the delta of its first sample when that sample's previous sample lies
-    within ``lookback_ms`` before the value set's start."""
-    index, first, end = ev.rollups, rows.first, rows.end
-    n = range_sum(index.n, first, end).astype(np.int64)
-    starts = _starts(ev.sel)[rows.value_set]
-    value = range_sum(index.full_inc, np.minimum(first + 1, end), end)
-    first_row = np.minimum(first, max(index.key.size - 1, 0))
-    if index.key.size:
-        prev_ts = index.bucket[first_row] - index.prev_age[first_row]
-        counted = (end > first) & (index.prev_age[first_row] >= 0) & (prev_ts >= starts - ev.sel.lookback_ms)
-        value = (
-            value
-            + np.where(end > first, index.inc[first_row], 0.0)
-            + np.where(counted, index.first_inc[first_row], 0.0)
-        )
+    """A run of buckets' counted deltas: every bucket's (the first sample's included, wherever its
+    previous sample lies: the rule depends on the pair only)."""
+    index = ev.rollups
+    n = range_sum(index.n, rows.first, rows.end).astype(np.int64)
+    value = range_sum(index.full_inc, rows.first, rows.end)
     _accumulate(total, count, rows.series * ev.n_sets + rows.value_set, value, n)
 
 

@@ -12,7 +12,18 @@ import numpy as np
 class RollupIndex:
     """The ``rollups`` table in memory, sorted by (series, bucket); ``key`` = series << 32 | bucket number."""
 
-    COLUMNS = ("series_id", "bucket", "n", "sum", "inc", "first_inc", "prev_age", "last_off", "last_val")
+    COLUMNS = (
+        "series_id",
+        "bucket",
+        "n",
+        "sum",
+        "inc",
+        "first_inc",
+        "prev_age",
+        "last_off",
+        "last_val",
+        "first_off",
+    )
 
     def __init__(self, cols: dict[str, np.ndarray], rollup_ms: int, presorted: bool = False) -> None:
         sid = np.asarray(cols["series_id"], dtype=np.int64)
@@ -31,6 +42,7 @@ class RollupIndex:
         self.full_inc = self.inc + self.first_inc
         self.last_ts = self.bucket + np.asarray(cols["last_off"], dtype=np.int64)[order]
         self.last_val = np.asarray(cols["last_val"], dtype=np.float64)[order]
+        self.first_ts = self.bucket + np.asarray(cols["first_off"], dtype=np.int64)[order]
 
     @classmethod
     def empty(cls, rollup_ms: int) -> RollupIndex:
@@ -49,6 +61,7 @@ class RollupIndex:
             "prev_age": self.prev_age,
             "last_off": self.last_ts - self.bucket,
             "last_val": self.last_val,
+            "first_off": self.first_ts - self.bucket,
         }
 
     def merged(self, cols: dict[str, np.ndarray]) -> RollupIndex:
@@ -65,3 +78,14 @@ class RollupIndex:
         base = sids.astype(np.int64) << 32
         r = self.rollup_ms
         return np.searchsorted(self.key, base | (lo // r)), np.searchsorted(self.key, base | (hi // r))
+
+    def last_before(self, sids: np.ndarray, ts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per (series id, ts ms): the last sealed sample that is not a marker in a bucket wholly before
+        the bucket holding ``ts``, as (found, its ts, its value); exact when ``ts`` is a bucket boundary."""
+        if not self.key.size:
+            return np.zeros(sids.size, bool), np.zeros(sids.size, np.int64), np.zeros(sids.size)
+        sid = sids.astype(np.int64)
+        row = np.searchsorted(self.key, (sid << 32) | (ts.astype(np.int64) // self.rollup_ms)) - 1
+        at = np.maximum(row, 0)
+        found: np.ndarray = (row >= 0) & (self.key[at] >> 32 == sid)
+        return found, self.last_ts[at], self.last_val[at]

@@ -8,12 +8,15 @@ cursor for ``read_chunks``/``sealed_samples``).
   an interrupted seal and are dropped on open.
 - ``chunks``: one row per series per ``CHUNK_MS`` of sealed samples: two blobs (``duckdb_codec``) and the
   chunk's sample count and last sample.
-- ``rollups``: one row per series per ``ROLLUP_MS`` bucket of sealed samples: count, sum, the increase of
-  the 2nd..nth sample (``inc``), the first sample's delta to its previous sample (``first_inc``, even when
-  that one lies in an earlier bucket) and how far before the bucket that previous sample lies
-  (``prev_age``), and the last sample (``last_off`` after the bucket start, ``last_val``).
+- ``rollups``: one row per series per ``ROLLUP_MS`` bucket of sealed samples that are not stale markers:
+  count, sum, the counted deltas (``counter_deltas``) of the 2nd..nth sample (``inc``), the first
+  sample's counted delta (``first_inc``, its previous sample may lie in an earlier bucket), how far before
+  the bucket that previous sample lies (``prev_age``) and how far after the bucket start the first sample
+  lies (``first_off``), and the last sample (``last_off`` after the bucket start, ``last_val``). The
+  rollups are also the index of each series' last real sample before a time (``RollupIndex.last_before``).
 - ``meta``: ``sealed_until``: every sample before it is in ``chunks``/``rollups``, every later one in
-  ``head``.
+  ``head``; ``rollup_rule``: the version of the counter rule the rollups were built with
+  (``ROLLUP_RULE``; older rollups are rebuilt from the chunks on open).
 
 The main file is attached as ``DB``, the head file as ``HEAD_DB`` (``duckdb_writer.connect``).
 """
@@ -29,6 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from servemetrics.store import duckdb_codec as codec
+from servemetrics.store.base import COUNTER_GAP_MS
 from servemetrics.types import Labels
 
 DB = "sm"
@@ -39,6 +43,9 @@ HEAD_DB = "sm_head"
 CHUNK_MS = 2 * 3600 * 1000
 ROLLUP_MS = 30 * 60 * 1000
 HOT_LABELS = ("model_id", "deployment_id", "replica")
+ROLLUP_RULE = 2
+"""Version of the rule the rollups are built with: 2 = issue 11's pairs (``counter_deltas``), markers
+skipped, ``first_off``. A file with older rollups gets them rebuilt on open (``rebuild_rollups``)."""
 
 DDL = [
     "CREATE TABLE IF NOT EXISTS series (id UINTEGER PRIMARY KEY, name VARCHAR NOT NULL,"
@@ -48,7 +55,7 @@ DDL = [
     " val_enc BLOB NOT NULL)",
     "CREATE TABLE IF NOT EXISTS rollups (series_id UINTEGER NOT NULL, bucket BIGINT NOT NULL,"
     " n INTEGER NOT NULL, sum DOUBLE, inc DOUBLE, first_inc DOUBLE, prev_age BIGINT,"
-    " last_off INTEGER NOT NULL, last_val DOUBLE)",
+    " last_off INTEGER NOT NULL, last_val DOUBLE, first_off INTEGER)",
     "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value BIGINT NOT NULL)",
 ]
 
@@ -64,10 +71,17 @@ Columns = tuple[np.ndarray, np.ndarray, np.ndarray]
 """Series id (uint32), ts (int64), value (float64)."""
 
 
-def increases(values: np.ndarray, prev: np.ndarray) -> np.ndarray:
-    """Counter delta of each sample to its previous one; a drop is a reset (the delta is the new value)."""
+def counter_deltas(
+    ts: np.ndarray, val: np.ndarray, p_ts: np.ndarray, p_val: np.ndarray, has_prev: np.ndarray
+) -> np.ndarray:
+    """Per sample (ts ms, value) with its previous sample (``p_ts``, ``p_val``; ``has_prev``) the delta it
+    counts (``store.base`` INCREASE): ``v - v0`` (``v`` after a drop, a reset) when the previous sample is
+    at most ``COUNTER_GAP_MS`` before, to be spread over ``(p_ts, ts]``; ``v`` at ``ts`` after a longer
+    gap when the value dropped (a counter re-created meanwhile); else 0."""
     with np.errstate(invalid="ignore"):
-        return np.where(values >= prev, values - prev, values)
+        drop = ~(val >= p_val)
+        near = has_prev & (ts - p_ts <= COUNTER_GAP_MS)
+        return np.where(near, np.where(drop, val, val - p_val), np.where(has_prev & drop, val, 0.0))
 
 
 def _starts(sid: np.ndarray, part: np.ndarray) -> np.ndarray:
@@ -82,22 +96,25 @@ def build_rows(
 ) -> tuple[pa.Table, pa.Table]:
     """Chunk and rollup rows for samples sorted by (series, ts) that hold whole chunks.
 
-    ``prev_ts``/``prev_val`` give, per series, the last stored sample before its first one here (absent
-    when none); within the input each sample's previous one is the one before it.
+    ``prev_ts``/``prev_val`` give, per series, the last stored sample (not a marker) before its first one
+    here (absent when none); within the input each sample's previous one is the real one before it.
+    Chunks keep every sample, stale markers (NaN) included; rollups only the others.
     """
-    n = ts.size
+    real = ~np.isnan(val)
+    r_sid, r_ts, r_val = sid[real], ts[real], val[real]
+    n = r_ts.size
     first = np.ones(n, dtype=bool)
-    first[1:] = sid[1:] != sid[:-1]
+    first[1:] = r_sid[1:] != r_sid[:-1]
     p_ts = np.empty(n, dtype=np.int64)
     p_val = np.empty(n, dtype=np.float64)
-    p_ts[1:], p_val[1:] = ts[:-1], val[:-1]
+    p_ts[1:], p_val[1:] = r_ts[:-1], r_val[:-1]
     has_prev = ~first
     for i in np.flatnonzero(first):
-        s = int(sid[i])
+        s = int(r_sid[i])
         if s in prev_ts:
             p_ts[i], p_val[i], has_prev[i] = prev_ts[s], prev_val[s], True
-    inc = increases(val, p_val)
-    return _chunk_rows(sid, ts, val), _rollup_rows(sid, ts, val, inc, p_ts, has_prev)
+    inc = counter_deltas(r_ts, r_val, p_ts, p_val, has_prev)
+    return _chunk_rows(sid, ts, val), _rollup_rows(r_sid, r_ts, r_val, inc, p_ts, has_prev)
 
 
 def _chunk_rows(sid: np.ndarray, ts: np.ndarray, val: np.ndarray) -> pa.Table:
@@ -147,6 +164,7 @@ def _rollup_rows(
             "prev_age": pa.array(b0 - p_ts[st], mask=~ok),
             "last_off": (ts[ends - 1] - b0).astype(np.int32),
             "last_val": val[ends - 1],
+            "first_off": (ts[st] - b0).astype(np.int32),
         }
     )
 
@@ -191,6 +209,30 @@ def create_tables(con: Con) -> None:
     if legacy and legacy[0]:
         con.execute(f"INSERT INTO {HEAD_DB}.head SELECT * FROM {DB}.head EXCEPT SELECT * FROM {HEAD_DB}.head")
         con.execute(f"DROP TABLE {DB}.head")
+    con.execute("ALTER TABLE rollups ADD COLUMN IF NOT EXISTS first_off INTEGER")
+    rule = con.execute("SELECT value FROM meta WHERE key = 'rollup_rule'").fetchone()
+    if rule is None or int(rule[0]) < ROLLUP_RULE:
+        rebuild_rollups(con)
+        con.execute("INSERT OR REPLACE INTO meta VALUES ('rollup_rule', ?)", [ROLLUP_RULE])
+
+
+def rebuild_rollups(con: Con, batch_series: int = 2000) -> None:
+    """Rebuild every ``rollups`` row from the chunks with today's rule (``ROLLUP_RULE``), ``batch_series``
+    series at a time (a file written by an older version; nothing else changes)."""
+    con.execute("DELETE FROM rollups")
+    ids = [r[0] for r in con.execute("SELECT DISTINCT series_id FROM chunks ORDER BY 1").fetchall()]
+    for k in range(0, len(ids), batch_series):
+        part = np.array(ids[k : k + batch_series])
+        rows = con.execute(
+            "SELECT series_id, ts_enc, val_enc FROM chunks"
+            f" WHERE series_id IN ({ids_sql(part)}) ORDER BY series_id, start"
+        ).fetchall()
+        sid, ts, val = decode_chunks(
+            np.array([r[0] for r in rows], np.uint32), [r[1] for r in rows], [r[2] for r in rows]
+        )
+        _, rollups = build_rows(sid, ts, val, {}, {})
+        with registered(con, "_rollups", rollups):
+            con.execute("INSERT INTO rollups SELECT * FROM _rollups")
 
 
 def read_sealed_until(con: Con) -> int | None:
@@ -252,7 +294,8 @@ def load_rollup_columns(con: Con) -> dict[str, np.ndarray]:
     and ``prev_age`` -1 where there is no previous sample)."""
     cols = con.execute(
         "SELECT series_id, bucket, n, sum, inc, coalesce(first_inc, 0) AS first_inc,"
-        " coalesce(prev_age, -1) AS prev_age, last_off, last_val FROM rollups ORDER BY series_id, bucket"
+        " coalesce(prev_age, -1) AS prev_age, last_off, last_val, first_off FROM rollups"
+        " ORDER BY series_id, bucket"
     ).fetchnumpy()
     return {k: np.asarray(v) for k, v in cols.items()}
 
@@ -275,13 +318,6 @@ def write_rows(
     cols["first_inc"] = cols["first_inc"].fill_null(0.0)
     cols["prev_age"] = cols["prev_age"].fill_null(-1)
     return {c: v.to_numpy() for c, v in cols.items()}
-
-
-def last_sealed(con: Con) -> tuple[dict[int, int], dict[int, float]]:
-    """Per series with chunks, its last sealed sample: ts, value."""
-    rows = con.execute("SELECT series_id, max(last_ts), arg_max(last_val, last_ts) FROM chunks GROUP BY 1")
-    prev = rows.fetchall()
-    return {p[0]: p[1] for p in prev}, {p[0]: p[2] for p in prev}
 
 
 def _keys_table(keys: ChunkKeys) -> pa.Table:
@@ -314,11 +350,10 @@ def delete_chunks(con: Con, keys: ChunkKeys) -> None:
         )
 
 
-def chunks_to_rewrite(
-    con: Con, sid: np.ndarray, ts: np.ndarray
-) -> tuple[ChunkKeys, dict[int, int], dict[int, float]]:
+def chunks_to_rewrite(con: Con, sid: np.ndarray, ts: np.ndarray) -> tuple[ChunkKeys, dict[int, int]]:
     """For late samples (sorted by series, ts): the stored chunks to rewrite with them, and per series
-    the last stored sample before the first of those chunks (ts, value; absent when there is none)."""
+    the start of the first of those chunks (or of the late samples' own chunk when none is stored), before
+    which the caller finds each series' previous sample (``RollupIndex.last_before``)."""
     chunk_of = ts // CHUNK_MS * CHUNK_MS
     ids, first_idx = np.unique(sid, return_index=True)  # sid is sorted: the first is the earliest
     meta = con.execute(
@@ -330,8 +365,7 @@ def chunks_to_rewrite(
         existing.setdefault(s, []).append((start, last_ts, last_val))
     last_idx = np.append(np.flatnonzero(sid[1:] != sid[:-1]), sid.size - 1)
     load: ChunkKeys = set()
-    prev_ts: dict[int, int] = {}
-    prev_val: dict[int, float] = {}
+    before: dict[int, int] = {}
     for s, lo_i, hi_i in zip(ids.tolist(), first_idx.tolist(), last_idx.tolist(), strict=True):
         # every stored chunk from the first touched one up to the one after the last touched one, so
         # that each sample's previous sample is at hand and the next chunk's first bucket is redone
@@ -340,9 +374,8 @@ def chunks_to_rewrite(
         lo_k = int(np.searchsorted(starts, int(chunk_of[lo_i])))
         hi_k = int(np.searchsorted(starts, int(chunk_of[hi_i]), side="right"))
         load.update((s, starts[x]) for x in range(lo_k, min(hi_k + 1, len(starts))))
-        if lo_k > 0:
-            prev_ts[s], prev_val[s] = chunks[lo_k - 1][1], chunks[lo_k - 1][2]
-    return load, prev_ts, prev_val
+        before[s] = int(chunk_of[lo_i])
+    return load, before
 
 
 def drop_sealed(con: Con, cut: int) -> int:

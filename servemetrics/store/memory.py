@@ -11,6 +11,7 @@ import math
 
 from servemetrics.samples import SampleBatch
 from servemetrics.store.base import (
+    COUNTER_GAP_MS,
     Cell,
     GroupKey,
     Reducer,
@@ -25,13 +26,22 @@ from servemetrics.types import Labels, Matchers, SeriesKey
 
 
 class _Series:
-    __slots__ = ("ts", "values")
+    __slots__ = ("_clean", "ts", "values")
 
     def __init__(self) -> None:
         self.ts: list[int] = []
         self.values: list[float] = []
+        self._clean: tuple[list[int], list[float]] | None = None
+
+    def clean(self) -> tuple[list[int], list[float]]:
+        """The samples that are not stale markers: (ts, values), cached until the next change."""
+        if self._clean is None:
+            kept = [(t, v) for t, v in zip(self.ts, self.values, strict=True) if not math.isnan(v)]
+            self._clean = [t for t, _ in kept], [v for _, v in kept]
+        return self._clean
 
     def add(self, ts: int, value: float) -> bool:
+        self._clean = None
         if not self.ts or ts > self.ts[-1]:
             self.ts.append(ts)
             self.values.append(value)
@@ -44,38 +54,45 @@ class _Series:
         return True
 
 
-def _increase(s: _Series, lo: int, hi: int, lookback: int) -> float | None:
-    i = bisect.bisect_left(s.ts, lo)
-    j = bisect.bisect_left(s.ts, hi)
-    if i == j:
-        return None
-    total = 0.0
-    for k in range(i, j):
-        if k == 0 or s.ts[k - 1] < lo - lookback:
+def _increase(s: _Series, lo: int, hi: int) -> float | None:
+    """The pairs' deltas spread over ``(t0, t1]`` that fall in ``[lo, hi)``, plus the points of re-created
+    counters (``store.base`` INCREASE); None when no sample and no pair touches the range."""
+    ts, vals = s.clean()
+    first = max(bisect.bisect_left(ts, lo), 1)
+    total, has = 0.0, False
+    for k in range(first, len(ts)):
+        t0, t1, v0, v1 = ts[k - 1], ts[k], vals[k - 1], vals[k]
+        if t0 >= hi:
+            break
+        if t1 < lo:
             continue
-        prev, cur = s.values[k - 1], s.values[k]
-        total += cur - prev if cur >= prev else cur
-    return total
+        if t1 - t0 <= COUNTER_GAP_MS:
+            overlap = min(t1, hi) - max(t0, lo)
+            if overlap > 0:
+                total += (v1 - v0 if v1 >= v0 else v1) * overlap / (t1 - t0)
+                has = True
+        elif v1 < v0 and t1 < hi:
+            total += v1
+    has = has or bisect.bisect_left(ts, lo) < bisect.bisect_left(ts, hi)
+    return total if has else None
 
 
 def _mean(s: _Series, lo: int, hi: int) -> float | None:
-    i = bisect.bisect_left(s.ts, lo)
-    j = bisect.bisect_left(s.ts, hi)
-    if i == j:
-        return None
-    return math.fsum(s.values[i:j]) / (j - i)
+    ts, vals = s.clean()
+    i, j = bisect.bisect_left(ts, lo), bisect.bisect_left(ts, hi)
+    return math.fsum(vals[i:j]) / (j - i) if j > i else None
 
 
 def _last(s: _Series, hi: int, lookback: int) -> float | None:
     j = bisect.bisect_left(s.ts, hi)
-    if j == 0 or s.ts[j - 1] < hi - lookback:
+    if j == 0 or s.ts[j - 1] < hi - lookback or math.isnan(s.values[j - 1]):
         return None
     return s.values[j - 1]
 
 
 def _reduce(s: _Series, sel: Selection, vs: ValueSet) -> float | None:
     if sel.reducer is Reducer.INCREASE:
-        return _increase(s, vs.start_ms, vs.end_ms, sel.lookback_ms)
+        return _increase(s, vs.start_ms, vs.end_ms)
     if sel.reducer is Reducer.MEAN:
         return _mean(s, vs.start_ms, vs.end_ms)
     return _last(s, vs.end_ms, sel.lookback_ms)
@@ -137,6 +154,7 @@ class MemoryStore:
             k = bisect.bisect_left(s.ts, ts_ms)
             dropped += k
             del s.ts[:k], s.values[:k]
+            s._clean = None
         return dropped
 
     def stats(self) -> StoreStats:

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from servemetrics.samples import Sample, SampleBatch
+from servemetrics.samples import STALE_NAN, Sample, SampleBatch
 from servemetrics.store.base import Cell, SelectResult
 from servemetrics.types import labels_of
 
@@ -55,7 +55,8 @@ def random_series(rng: np.random.Generator, n_deps: int = 3, n_rep: int = 2) -> 
 def random_points(
     rng: np.random.Generator, kind: str, start: int, hours: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Samples of one series: a 15 s grid with jitter, gaps, and counter resets or gauge noise."""
+    """Samples of one series: a 15 s grid with jitter, gaps, counter resets or gauge noise, and a few
+    stale markers (NaN); now and then the counter is re-created during its gap (a drop after it)."""
     n = int(hours * 240)
     ts = start + np.arange(n, dtype=np.int64) * 15_000
     if rng.random() < 0.5:
@@ -69,9 +70,14 @@ def random_points(
         vals = np.round(rng.normal(0.5, 0.2, ts.size), 3)
     else:
         vals = np.cumsum(rng.poisson(5, ts.size)).astype(float)
-        for r in rng.integers(0, max(ts.size, 1), 3):  # resets, including tiny dips
+        resets = list(rng.integers(0, max(ts.size, 1), 3))
+        if rng.random() < 0.5:
+            resets.append(min(gap_at, max(ts.size - 1, 0)))  # the first sample after the gap drops
+        for r in resets:  # resets, including tiny dips
             vals[r:] -= vals[r] - (rng.random() * 3 if rng.random() < 0.5 else vals[r] - 0.1)
         vals = np.round(vals, 2)
+    if ts.size:
+        vals[rng.integers(0, ts.size, 3)] = STALE_NAN  # markers: no value for any reducer but LAST
     return ts, vals
 
 
@@ -94,7 +100,8 @@ def random_batches(
     mask = np.ones(ts.size, bool)
     mask[late] = False
     order = np.concatenate([np.flatnonzero(mask), late, dup])
-    vals_all = np.concatenate([val[mask], val[late], val[dup] + 1000.0])
+    changed = np.nan_to_num(val[dup], nan=0.0) + 1000.0  # a marker's duplicate: a value
+    vals_all = np.concatenate([val[mask], val[late], changed])
     sidx, ts = sidx[order], ts[order]
     cuts = np.linspace(0, ts.size, n_batches + 1).astype(int)
     return [

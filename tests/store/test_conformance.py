@@ -29,13 +29,39 @@ def test_c4_tiny_dip_is_a_reset(store: Store) -> None:
     assert got == {(): [Cell(pytest.approx(400.0), 1)]}
 
 
-def test_increase_reset_inside_step_and_lookback(store: Store) -> None:
+def test_increase_spreads_each_pair_over_its_interval(store: Store) -> None:
+    """Rule 5: each delta is spread evenly over (t0, t1]; a reset's delta is the new value."""
     pts = [(0, 10), (60, 20), (120, 5), (180, 8)]
     store.append(batch(REQ, D1, [(T0 + s * 1000, v) for s, v in pts]))
-    got = store.select(sel(REQ, Reducer.INCREASE, vs(0, 100), vs(100, 200), lookback_ms=MIN))
-    assert got[()] == [Cell(10.0, 1), Cell(8.0, 1)]  # 10 | reset 5 + 3
-    # the previous sample 60 s before the set counts only with enough lookback
-    assert store.select(sel(REQ, Reducer.INCREASE, vs(100, 200), lookback_ms=30_000))[()] == [Cell(3.0, 1)]
+    got = store.select(sel(REQ, Reducer.INCREASE, vs(0, 100), vs(100, 200)))
+    # [0, 100): 10 of (0, 60] and 40/60 of the reset's 5 of (60, 120]; [100, 200): 20/60 of 5, then 3
+    assert got[()] == [Cell(pytest.approx(10 + 5 * 40 / 60), 1), Cell(pytest.approx(5 * 20 / 60 + 3), 1)]
+    # the pair decides, not where a value set starts: the same alone, and the whole window is the sum
+    assert store.select(sel(REQ, Reducer.INCREASE, vs(100, 200)))[()] == [Cell(pytest.approx(5 / 3 + 3), 1)]
+    assert store.select(sel(REQ, Reducer.INCREASE, vs(0, 200)))[()] == [Cell(pytest.approx(18.0), 1)]
+
+
+def test_increase_of_a_step_between_two_sparse_samples(store: Store) -> None:
+    """Rule 5: a 60 s scrape on 30 s steps gives every step half of each delta, not 2x / null / 2x."""
+    store.append(batch(REQ, D1, [(T0 + s * 1000, s / 6) for s in range(0, 301, 60)]))  # +10 a minute
+    got = store.select(sel(REQ, Reducer.INCREASE, *(vs(a, a + 30) for a in range(0, 300, 30))))
+    assert got[()] == [Cell(pytest.approx(5.0), 1)] * 10
+
+
+def test_a_gap_longer_than_the_pair_limit_counts_only_a_re_created_counter(store: Store) -> None:
+    """C16 at the store: (0, 5) (15, 6) (30, 7), 15 minutes without samples, (930, 1) (945, 2): the drop
+    after the gap is a counter re-created meanwhile and counts its 1 at 930 s; a rise after such a gap
+    counts nothing (what happened in the gap is unknown). SUMMARY 4 = the sum of the 30 s steps."""
+    pts = [(0, 5), (15, 6), (30, 7), (930, 1), (945, 2)]
+    store.append(batch(REQ, D1, [(T0 + s * 1000, v) for s, v in pts]))
+    assert store.select(sel(REQ, Reducer.INCREASE, vs(0, 1000)))[()] == [Cell(4.0, 1)]
+    steps = store.select(sel(REQ, Reducer.INCREASE, *(vs(a, a + 30) for a in range(0, 990, 30))))[()]
+    assert sum(c.total for c in steps if c is not None) == pytest.approx(4.0)
+    assert steps[0] == Cell(pytest.approx(2.0), 1) and steps[31] == Cell(pytest.approx(2.0), 1)
+    assert all(c is None for c in steps[2:31])  # nothing between 30 s and 930 s: null, not 0
+    other = "other_total"
+    store.append(batch(other, D1, [(T0, 5.0), (T0 + 900_000, 9.0)]))
+    assert store.select(sel(other, Reducer.INCREASE, vs(0, 1000)))[()] == [Cell(0.0, 1)]
 
 
 def test_no_samples_is_none_but_zero_traffic_is_zero(store: Store) -> None:

@@ -6,6 +6,7 @@ import threading
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from servemetrics.samples import SampleBatch
 from servemetrics.store import STORE_FILE, open_store
@@ -56,10 +57,13 @@ def test_sealing_moves_old_samples_to_chunks_and_keeps_answers(tmp_path: Path) -
     stats = store.stats()
     assert stats.samples == 6 * 240 * len(KEYS)
     assert stats.extra["head_samples"] < stats.samples  # sealed chunks exist
-    assert increase(store, T0 + 7, T0 + 6 * HOUR) == {
+    assert increase(store, T0, T0 + 6 * HOUR) == {
         ("200",): [Cell(4 * (6 * 240 - 1), 4)],
         ("500",): [Cell(4 * (6 * 240 - 1), 4)],
     }
+    # 7 ms into the first 15 s pair: its delta of 1 counts (15000 - 7) / 15000 (spread evenly)
+    got = increase(store, T0 + 7, T0 + 6 * HOUR)[("200",)]
+    assert got == [Cell(pytest.approx(4 * (6 * 240 - 1 - 7 / 15_000)), 4)]
     store.close()
 
 
@@ -124,8 +128,9 @@ def test_reads_run_while_ingest_writes(tmp_path: Path) -> None:
     t.start()
     reads = 0
     while not done.is_set() or reads < 5:
-        got = increase(store, T0 + 1, T0 + HOUR)  # always fully stored before the writer starts
-        assert got[("200",)] == [Cell(4 * 239.0, 4)]
+        # the pairs up to the first batch's last sample at HOUR - 15 s: stored before the writer starts
+        got = increase(store, T0 + 1, T0 + HOUR - 15_000)
+        assert got[("200",)] == [Cell(pytest.approx(4 * (239 - 1 / 15_000)), 4)]
         reads += 1
     t.join()
     assert not errors
@@ -271,3 +276,27 @@ def test_every_reducer_has_an_evaluator():
     from servemetrics.store.duckdb_eval import _EVALUATORS
 
     assert set(_EVALUATORS) == set(Reducer)
+
+
+def test_rollups_of_an_older_file_are_rebuilt_on_open(tmp_path: Path) -> None:
+    """A file whose rollups predate ``ROLLUP_RULE`` (no ``first_off``, old deltas) answers as MemoryStore
+    after reopening: the rollups are rebuilt from the chunks."""
+    import duckdb
+
+    path = tmp_path / "s.duckdb"
+    store, mem = DuckDBStore(path), MemoryStore()
+    for b in (grid_batch(T0, 6 * 240), grid_batch(T0 + 8 * HOUR, 6 * 240, base=-5000.0)):  # a gap, a drop
+        store.append(b)
+        mem.append(b)
+    store.close()
+    con = duckdb.connect(str(path))
+    con.execute("UPDATE rollups SET inc = 999, first_inc = 999")  # what an older rule would have left
+    con.execute("ALTER TABLE rollups DROP COLUMN first_off")
+    con.execute("DELETE FROM meta WHERE key = 'rollup_rule'")
+    con.close()
+    reopened = DuckDBStore(path)
+    sets = tuple(ValueSet(T0 + h * HOUR, T0 + (h + 1) * HOUR, ALL) for h in range(14))
+    sel = Selection("req_total", Reducer.INCREASE, sets, ("status_code",))
+    assert_same(reopened.select(sel), mem.select(sel))
+    assert reopened.select(sel)[("200",)][0] == Cell(4 * 240.0, 4)  # 240 pairs end inside the first hour
+    reopened.close()
