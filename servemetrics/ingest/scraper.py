@@ -47,9 +47,15 @@ without the ``PHASE_LABELS``, the label sets seen under it):
   series ends at t_last, so the copied sample ends no pair of it and nothing is counted twice. Gauges are
   never copied or zeroed.
   Not solved here: a label set the counter returns to (a cancelled promotion) still holds its own last
-  sample from before it left, and the store pairs that one with the copy when it lies in the window or
-  within the lookback before it, so the time away is counted under both label sets. Ending a series
-  needs staleness stored as data (DESIGN "staleness"), which the stores do not hold yet.
+  sample from before it left, and the store pairs that one with its next sample when they are at most
+  ``COUNTER_GAP_MS`` apart, so the time away is counted under both label sets. The stale marker that
+  ends the old label set does not help: counters continue across markers (gaps are not resets).
+
+Staleness (DESIGN "staleness", issue 11 rule 6), as Prometheus' stale markers: a series of the target's
+previous scrape that is absent from this one gets a ``STALE_NAN`` sample at this scrape's time; a failed
+scrape (``up`` = 0) marks every series of the last good scrape; a target removed by ``set_targets``
+marks its series at removal. The stores read a marker as "no value from here": CURRENT and gauge means
+drop the series at once instead of after the 5-minute lookback; counters skip markers.
 
 The sets are bounded by the target's series and forgotten when ``set_targets`` removes the target's URL
 (a relabelled target keeps its URL, so it keeps them). Per sample the scrape does one key slice and one
@@ -64,7 +70,7 @@ import functools
 import hashlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import anyio
@@ -82,7 +88,7 @@ from servemetrics.ingest.exposition import (
 from servemetrics.ingest.kubelet_summary import SummaryError, is_summary, parse_summary
 from servemetrics.keyed_loops import KeyedLoops
 from servemetrics.labels import PHASE_LABELS, UP
-from servemetrics.samples import MAX_FUTURE_MS, Sample, SampleBatch
+from servemetrics.samples import MAX_FUTURE_MS, STALE_NAN, Sample, SampleBatch
 from servemetrics.selfmetrics import SelfMetrics
 from servemetrics.timeutil import wall_clock_ms
 from servemetrics.types import Labels, SeriesKey, labels_of, redact_url
@@ -223,6 +229,11 @@ def _before(
     return Sample(s.name, s.labels, latest.value, latest.ts_ms) if latest.ts_ms < s.ts_ms else None
 
 
+def _stale_markers(samples: Iterable[Sample], ts: int) -> list[Sample]:
+    """A stale marker at ``ts`` for the series of each of ``samples`` (``samples.STALE_NAN``)."""
+    return [Sample(s.name, s.labels, STALE_NAN, ts) for s in samples]
+
+
 class Scraper:
     """Scrapes targets and appends to a store through ``append`` (a blocking callable run in a thread).
 
@@ -249,6 +260,7 @@ class Scraper:
         self._metrics = metrics
         self._loops: KeyedLoops[Target] = KeyedLoops()
         self._seen: dict[str, _Seen] = {}
+        self._pending: set[asyncio.Task[int]] = set()
 
     async def scrape_once(self, target: Target, now_ms: int | None = None) -> ScrapeResult:
         """Scrape ``target`` once and store the result; never raises for a bad target."""
@@ -257,6 +269,8 @@ class Scraper:
         result = await self._fetch_and_parse(target, ts)
         if result.up:
             result.samples = self._with_created_zeros(target.url, ts, result.samples, result.created)
+        else:
+            result.samples = self._markers_of_failed(target.url, ts)
         up = Sample(
             UP, labels_of({**target.label_dict, "instance": target.url}), 1.0 if result.up else 0.0, ts
         )
@@ -312,9 +326,22 @@ class Scraper:
             if back
             else []
         )
+        gone = seen.previous.keys() - current.keys()
+        if gone:
+            added += _stale_markers((seen.previous[k] for k in gone), ts)
         seen.last.update(current)
         seen.previous, seen.ts_ms = current, ts
         return added + samples if added else samples
+
+    def _markers_of_failed(self, url: str, ts: int) -> list[Sample]:
+        """A failed scrape: every series of the target's previous scrape is stale from ``ts`` (DESIGN
+        "staleness"); the next good scrape finds them absent from the previous one, as after a gap."""
+        seen = self._seen.get(url)
+        if seen is None or not seen.previous:
+            return []
+        markers = _stale_markers(seen.previous.values(), ts)
+        seen.previous = {}
+        return markers
 
     def _observe(self, target: Target, result: ScrapeResult, seconds: float) -> None:
         if self._metrics is None:
@@ -340,14 +367,33 @@ class Scraper:
     def set_targets(self, targets: Sequence[Target]) -> None:
         """Start loops for new targets and stop loops of removed ones (call inside the event loop)."""
         gone = self._loops.sync({t: functools.partial(self._loop, t) for t in targets})
+        markers: list[Sample] = []
         for url in {t.url for t in gone} - {t.url for t in targets}:
-            self._seen.pop(url, None)  # re-added later, its series are new again from its first scrape
+            seen = self._seen.pop(url, None)  # re-added later, its series are new again from its first scrape
+            if seen is not None:  # a removed target's series are stale from now (a replica terminated)
+                markers += _stale_markers(seen.previous.values(), wall_clock_ms())
+        if markers:
+            self._store_soon(SampleBatch.from_samples(markers))
         if self._metrics is not None:
             for target in gone:
                 with contextlib.suppress(KeyError):
                     self._metrics.target_up.remove(*_target_key(target))
             self._metrics.targets.set(len(self._loops))
 
+    def _store_soon(self, batch: SampleBatch) -> None:
+        """Append ``batch`` in a worker thread from a task (``set_targets`` runs inside the event loop),
+        or right here when no loop runs."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._append(batch)
+            return
+        task = loop.create_task(anyio.to_thread.run_sync(self._append, batch))
+        self._pending.add(task)
+        task.add_done_callback(self._pending.discard)
+
     async def stop(self) -> None:
-        """Cancel every scrape loop and wait for them to end."""
+        """Cancel every scrape loop and wait for them to end (and for the markers being stored)."""
         await self._loops.stop()
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)

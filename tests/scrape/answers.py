@@ -26,3 +26,15 @@ def summary_ms(store: Store, name: str, start_ms: int, end_ms: int) -> list[floa
     assert [d["name"] for d in resp["metric_descriptors"]] == [name]
     values = resp["metric_values"][0]["values"][0]
     return values if isinstance(values, list) else [values]
+
+
+def series_ms(store: Store, name: str, start_ms: int, end_ms: int) -> list[list[float | None]]:
+    """The SERIES values of ``name`` over ``[start_ms, end_ms)`` (epoch ms, at most an hour: 30 s steps),
+    one list per value set (the window start, then every grid point), as the API answers them."""
+    plan = build_plan(
+        "m1", Mode.SERIES, start_ms, end_ms, [name], lambda _s, _e: [(T0 - 3_600_000, D1)], end_ms
+    )
+    resp = wire(execute(plan, store))
+    assert [d["name"] for d in resp["metric_descriptors"]] == [name]
+    rows = [mv["values"][0] for mv in resp["metric_values"]]
+    return [v if isinstance(v, list) else [v] for v in rows]

@@ -68,10 +68,10 @@ def both(store: Store, first: tuple[Target, str, str], second: tuple[Target, str
 
 
 def cpu_and_mem(store: Store) -> tuple[float | None, float | None]:
-    """CPU cores and working set of a SUMMARY over the 60 s ``(T0, T0 + 60 s]``: the window
-    ``[T0 + 1 s, T0 + 61 s)`` holds the delta between the two scrapes and the gauge's sample at 60 s."""
-    (cores,) = summary(store, CPU, 1, 61)
-    (working_set,) = summary(store, MEM, 1, 61)
+    """CPU cores and working set of a SUMMARY over ``[T0, T0 + 60 s)``: the delta between the two
+    scrapes is spread over ``(T0, T0 + 60 s]``, all inside; the gauge's sample at T0."""
+    (cores,) = summary(store, CPU, 0, 60)
+    (working_set,) = summary(store, MEM, 0, 60)
     return cores, working_set
 
 

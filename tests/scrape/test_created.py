@@ -99,14 +99,11 @@ def test_created_counts_the_first_increase_inside_the_window(store: Store, fmt: 
     batches = scrape(store, [(0, first), (15, counter([("200", 7, -20)], fmt))], fmt)
     assert stored(batches, "200") == [(-20_000, 0.0), (0, 7.0), (15_000, 7.0)]
     assert summary(store, REQ, -30, 30) == [7.0, 0.0, 0.0]  # today 0: a first scrape counted nothing
-    # A window starting after the creation but before the first scrape, [T0 - 5 s, T0 + 30 s): a counter
-    # counts each delta in the step of its later sample (store.base INCREASE, docs "Arithmetic per
-    # kind": no spreading, no extrapolation), the earlier sample may lie up to the 10-minute lookback
-    # before the window. The pair (T0 - 20 s, 0) -> (T0, 7) has its later sample inside and its earlier
-    # one 15 s before the start: all 7 count. (DESIGN's "spread evenly over (t0, t1]" would give
-    # 7 * 5 / 20 = 1.75; the stores do not spread.) A window ending before T0 counts none of it.
-    assert summary(store, REQ, -5, 30) == [7.0, 0.0, 0.0]
-    assert summary(store, REQ, -30, -1) == [0.0, 0.0, 0.0]
+    # A window starting after the creation but before the first scrape, [T0 - 5 s, T0 + 30 s): the pair
+    # (T0 - 20 s, 0) -> (T0, 7) is spread evenly over its 20 s (store.base INCREASE, rule 5), of which 5 s
+    # lie inside: 7 * 5 / 20. A window ending before T0 counts the other 15 s of it.
+    assert summary(store, REQ, -5, 30) == [pytest.approx(7 * 5 / 20), 0.0, 0.0]
+    assert summary(store, REQ, -30, -1) == [pytest.approx(7 * 19 / 20), 0.0, 0.0]  # (-20 s, -1 s]
     assert not [s for b in batches for s in b.samples() if s.name.endswith("_created")]
 
 
@@ -121,7 +118,8 @@ def test_created_before_the_window_counts_nothing_extra(store: Store, fmt: str) 
         (30, counter([("200", 9, -20), ("500", 5, -60)], fmt)),
     ]
     batches = scrape(store, scrapes, fmt)
-    assert summary(store, REQ, 5, 40) == [2.0, 0.0, 1.0]  # the 500 child: 4 -> 5 only
+    # 7 -> 9 over (0, 15 s] counts its 10 s inside; the 500 child: 4 -> 5 only
+    assert summary(store, REQ, 5, 40) == [pytest.approx(2 * 10 / 15), 0.0, 1.0]
     assert stored(batches, "500") == [(15_000, 4.0), (30_000, 5.0)]
     assert summary(store, REQ, -30, 40) == [9.0, 0.0, 1.0]
 
@@ -205,8 +203,8 @@ def test_created_histogram_on_scrape(store: Store) -> None:
 def test_created_on_import(store: Store, tmp_path: Path) -> None:
     """``servemetrics import`` of an OpenMetrics file (timestamps in seconds): a counter first in the file
     at 7 (T0) whose family gives ``_created`` 20 s before counts 7, 9 after the next point; a window from
-    T0 - 5 s counts the same 9 (the 0 -> 7 delta counts at its later sample, T0), one from T0 + 5 s the
-    2. A child whose creation lies over the lookback before its first point (an hour) gets no 0, and a
+    T0 - 5 s counts 5 s of the 20 s of the 0 -> 7 delta and the 2 (spread evenly, rule 5), one from
+    T0 + 5 s 10 s of the 15 s of each later delta. A child whose creation lies over the lookback before its first point (an hour) gets no 0, and a
     later point repeating the creation time adds nothing (5 samples stored: 4 points and one 0)."""
     lines = ["# TYPE baseten_inference_requests counter\n"]
     for t, v, old in ((0, 7, 3), (15, 9, 4)):
@@ -220,8 +218,8 @@ def test_created_on_import(store: Store, tmp_path: Path) -> None:
     path.write_text("".join(lines) + "# EOF\n")
     assert _append_file(store, path, {**REPLICA}, lambda _done, _total: None) == 5
     assert summary(store, REQ, -30, 30) == [9.0, 0.0, 1.0]
-    assert summary(store, REQ, -5, 30) == [9.0, 0.0, 1.0]
-    assert summary(store, REQ, 5, 30) == [2.0, 0.0, 1.0]
+    assert summary(store, REQ, -5, 30) == [pytest.approx(7 * 5 / 20 + 2), 0.0, 1.0]
+    assert summary(store, REQ, 5, 30) == [pytest.approx(2 * 10 / 15), 0.0, pytest.approx(10 / 15)]
 
 
 def test_import_without_created_behaves_as_before(store: Store, tmp_path: Path) -> None:

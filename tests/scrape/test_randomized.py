@@ -19,11 +19,11 @@ not from the code:
   case is the documented limitation ("Not yet exact", the xfail in test_continuity).
 
 Windows: one from before the first scrape to after the last (no delta crosses a window edge), and one
-starting between two scrapes, by today's documented rule "a delta counts in the step of its later sample"
-(docs "Arithmetic per kind"; the stores do not spread deltas, issue 11 rule 5): the reference counts exactly
-the increments credited to the scrapes inside the window. That answer is unambiguous here because every
-pair of consecutive samples of a series lies at most 4 intervals (480 s) apart, so its earlier sample is
-always within the 10-minute lookback before the window start.
+starting between two scrapes. Each credit is an increase over an interval: from the child's previous
+exposed sample (through gaps and promotions: the pair the counter would have had), from its ``_created``
+time or from 1 ms after the previous scrape for a new child, until the scrape that credits it; the store
+spreads it evenly over that interval (issue 11 rule 5), so the reference gives a window the credits'
+overlap with it. Every interval is at most 4 scrape intervals (480 s), inside the 10-minute pair limit.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from servemetrics.ingest.scraper import Scraper, Target
 from servemetrics.store.base import Store
 from servemetrics.types import labels_of
 from tests.query.helpers import T0
-from tests.scrape.answers import summary_ms
+from tests.scrape.answers import series_ms, summary_ms
 
 REQ = "baseten_inference_requests_total"
 URL = "http://10.0.0.7:9091/metrics"
@@ -71,6 +71,7 @@ class Scrape:
     phase: tuple[str, str]
     exposed: list[tuple[str, int, int | None]]
     credited: dict[str, int] = field(default_factory=dict)
+    since: dict[str, int] = field(default_factory=dict)
     events: list[str] = field(default_factory=list)
 
 
@@ -82,6 +83,7 @@ class _Child:
     absent_until: int = -1  # absent from the scrapes before this index
     last: int = 0  # its last exposed value
     restarted: bool = False  # restarted since it was last exposed
+    since: int = 0  # ms after T0 where the interval of its pending requests starts
 
 
 @dataclass
@@ -113,13 +115,15 @@ class Timeline:
             body += "# TYPE baseten_inference_requests_created gauge\n" + "".join(created)
         return body
 
-    def expected(self, first: int) -> list[float]:
-        """The reference: the requests credited to scrapes ``first`` and later, per status class."""
-        out = dict.fromkeys(CLASSES, 0)
-        for s in self.scrapes[first:]:
+    def expected(self, start: int, end: int) -> list[float]:
+        """The reference: per status class, the part of every credit's interval ``(since, scrape]`` that
+        lies in ``[start, end)`` (ms after T0), spread evenly."""
+        out = dict.fromkeys(CLASSES, 0.0)
+        for s in self.scrapes:
             for code, n in s.credited.items():
-                out[CODES[code]] += n
-        return [float(out[c]) for c in CLASSES]
+                since = s.since[code]
+                out[CODES[code]] += n * max(0, min(s.ms, end) - max(since, start)) / (s.ms - since)
+        return [out[c] for c in CLASSES]
 
     def __str__(self) -> str:
         lines = [f"seed {self.seed}, {'openmetrics' if self.fmt == OPENMETRICS else 'text'} format:"]
@@ -147,7 +151,7 @@ def generate(seed: int) -> Timeline:
     for code in rng.sample(sorted(CODES), rng.randint(1, 3)):
         old = rng.choice([None, -rng.randint(601, 7200) * 1000])  # too old to be used: counts nothing
         children[code] = _Child(rng.randint(1, 1000), old)
-        children[code].last = children[code].value
+        children[code].last = children[code].value  # since: its first scrape, at 0
     scrapes: list[Scrape] = []
     ms = 0
     for i in range(n):
@@ -187,15 +191,16 @@ def generate(seed: int) -> Timeline:
             code = rng.choice(unused)
             created = prev + rng.randint(1000, ms - prev - 1000) if rng.random() < 0.5 else None
             first = rng.randint(1, 20)
-            children[code] = _Child(first, created, pending=first, last=first)
+            since = created if created is not None else prev + 1  # where the scraper puts its 0
+            children[code] = _Child(first, created, pending=first, last=first, since=since)
             scrape.events.append(f"new {code} {'created' if created is not None else 'plain'}")
         for code, child in sorted(children.items()):
             if child.absent_until > i:
                 continue
             scrape.exposed.append((code, child.value, child.created))
             if i and child.pending:
-                scrape.credited[code] = child.pending
-            child.pending, child.last, child.restarted = 0, child.value, False
+                scrape.credited[code], scrape.since[code] = child.pending, child.since
+            child.pending, child.last, child.restarted, child.since = 0, child.value, False, ms
         scrapes.append(scrape)
     return Timeline(seed, fmt, scrapes)
 
@@ -234,15 +239,20 @@ def test_randomized_timeline_matches_the_reference(store: Store, seed: int) -> N
     run(store, timeline)
     last = timeline.scrapes[-1].ms
     whole = summary(store, -60_000, last + 60_000)
-    assert whole == timeline.expected(0), f"whole window\n{timeline}"
-    # A window starting halfway between scrapes j - 1 and j: the deltas whose later sample is scrape j or
-    # later (docs "Arithmetic per kind"), which are the increments credited to those scrapes.
+    assert whole == pytest.approx(timeline.expected(-60_000, last + 60_000)), f"whole window\n{timeline}"
+    # A window starting halfway between scrapes j - 1 and j: the credits' parts after its start.
     j = random.Random(f"window {seed}").randint(1, len(timeline.scrapes) - 1)
     start = (timeline.scrapes[j - 1].ms + timeline.scrapes[j].ms) // 2
     part = summary(store, start, last + 60_000)
-    assert part == timeline.expected(j), (
+    assert part == pytest.approx(timeline.expected(start, last + 60_000)), (
         f"window from {start / 1000:g}s (between #{j - 1} and #{j})\n{timeline}"
     )
+    # SUMMARY = the sum of the SERIES steps over the same window (C16, rule 4): 30 s steps of one hour
+    end = min(start + 3_600_000, last + 60_000)
+    steps = series_ms(store, REQ, T0 + start, T0 + end)
+    assert len(steps) >= (end - start) // 30_000
+    totals = [sum(v[k] or 0.0 for v in steps) for k in range(3)]
+    assert totals == pytest.approx(summary(store, start, end)), f"steps from {start / 1000:g}s\n{timeline}"
 
 
 def test_the_generator_covers_every_event() -> None:
