@@ -436,7 +436,8 @@ def _rollup_increases(ev: _Evaluation, rows: _RollupRows, total: np.ndarray, cou
 
 
 def _latest(ev: _Evaluation, stream: _Stream) -> Reduced:
-    """Per cell the latest sample of the series before the value set's end, if within ``lookback_ms``."""
+    """Per cell the latest sample of the series before the value set's end, if within ``lookback_ms`` and
+    not a stale marker."""
     n_series, n_sets = ev.n_series, ev.n_sets
     ends = np.array([vs.end_ms for vs in ev.sel.value_sets], dtype=np.int64)
     series = np.repeat(np.arange(n_series), n_sets)
@@ -446,6 +447,7 @@ def _latest(ev: _Evaluation, stream: _Stream) -> Reduced:
         return np.zeros((n_series, n_sets)), np.zeros((n_series, n_sets), dtype=bool)
     at = np.maximum(latest, 0)  # a valid index even where there is no sample before the end
     ok = (latest >= 0) & (stream.sidx[at] == series) & (stream.ts[at] >= end - ev.sel.lookback_ms)
+    ok &= ~np.isnan(stream.val[at])  # the latest is a stale marker: the series left its target
     return np.where(ok, stream.val[at], 0.0).reshape(n_series, n_sets), ok.reshape(n_series, n_sets)
 
 

@@ -40,6 +40,13 @@ class _Series:
             self._clean = [t for t, _ in kept], [v for _, v in kept]
         return self._clean
 
+    def drop_before(self, ts: int) -> int:
+        """Drop the samples before ``ts``; return how many."""
+        k = bisect.bisect_left(self.ts, ts)
+        del self.ts[:k], self.values[:k]
+        self._clean = None
+        return k
+
     def add(self, ts: int, value: float) -> bool:
         self._clean = None
         if not self.ts or ts > self.ts[-1]:
@@ -151,10 +158,7 @@ class MemoryStore:
         """Drop samples older than ``ts_ms``; return how many were dropped."""
         dropped = 0
         for s in self._series.values():
-            k = bisect.bisect_left(s.ts, ts_ms)
-            dropped += k
-            del s.ts[:k], s.values[:k]
-            s._clean = None
+            dropped += s.drop_before(ts_ms)
         return dropped
 
     def stats(self) -> StoreStats:

@@ -204,8 +204,9 @@ def test_created_on_import(store: Store, tmp_path: Path) -> None:
     """``servemetrics import`` of an OpenMetrics file (timestamps in seconds): a counter first in the file
     at 7 (T0) whose family gives ``_created`` 20 s before counts 7, 9 after the next point; a window from
     T0 - 5 s counts 5 s of the 20 s of the 0 -> 7 delta and the 2 (spread evenly, rule 5), one from
-    T0 + 5 s 10 s of the 15 s of each later delta. A child whose creation lies over the lookback before its first point (an hour) gets no 0, and a
-    later point repeating the creation time adds nothing (5 samples stored: 4 points and one 0)."""
+    T0 + 5 s 10 s of the 15 s of each later delta. A child whose creation lies over the lookback before
+    its first point (an hour) gets no 0, and a later point repeating the creation time adds nothing (5
+    samples stored: 4 points and one 0)."""
     lines = ["# TYPE baseten_inference_requests counter\n"]
     for t, v, old in ((0, 7, 3), (15, 9, 4)):
         lines += [
