@@ -36,9 +36,13 @@ STALE_NAN: float = struct.unpack("<d", struct.pack("<Q", 0x7FF0000000000002))[0]
 at that instant (DESIGN "staleness"). Ingest drops every other NaN, so a store reads any NaN as a marker."""
 
 
-def is_stale(value: float) -> bool:
-    """Whether ``value`` is a stale marker (any NaN: ingest stores no other)."""
-    return math.isnan(value)
+def is_stale_nan(value: float) -> bool:
+    """Whether ``value`` has exactly the bits of ``STALE_NAN`` (a sender's marker; other NaNs are values
+    that ingest drops)."""
+    return math.isnan(value) and struct.pack("<d", value) == _STALE_BYTES
+
+
+_STALE_BYTES = struct.pack("<d", STALE_NAN)
 
 
 MAX_FUTURE_MS = 10 * 60 * 1000

@@ -66,10 +66,11 @@ def samples_bytes(ts_ms: np.ndarray, values: np.ndarray) -> bytes:
 
 def encode_batch(batch: SampleBatch, label_cache: dict[SeriesKey, bytes] | None = None) -> tuple[bytes, int]:
     """Uncompressed ``WriteRequest`` bytes for ``batch`` and the number of samples in them: samples
-    sorted by (series, ts), a repeated (series, ts) kept once (the first), non-finite values dropped.
+    sorted by (series, ts), a repeated (series, ts) kept once (the first), infinite values dropped (a NaN
+    in a batch is a stale marker, ``samples.STALE_NAN``, and is sent bit for bit).
     ``label_cache`` maps series keys to ``labels_bytes`` across calls."""
     cache = {} if label_cache is None else label_cache
-    ok = np.isfinite(batch.values)
+    ok = ~np.isinf(batch.values)
     idx, ts, vals = batch.series_index[ok], batch.ts_ms[ok], batch.values[ok]
     order = np.lexsort((ts, idx))  # stable: the first of equal (series, ts) stays first
     idx, ts, vals = idx[order], ts[order], vals[order]

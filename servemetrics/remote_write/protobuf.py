@@ -15,7 +15,7 @@ import cramjam
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
-from servemetrics.samples import Sample
+from servemetrics.samples import Sample, is_stale_nan
 from servemetrics.types import labels_of
 
 __all__ = ["RemoteWriteError", "WriteRequest", "decode_write_request", "encode_write_request"]
@@ -66,7 +66,8 @@ WriteRequest = _build_write_request()
 
 
 def decode_write_request(body: bytes) -> list[Sample]:
-    """Decode a remote_write 1.0 body into samples (``__name__`` becomes ``Sample.name``).
+    """Decode a remote_write 1.0 body into samples (``__name__`` becomes ``Sample.name``); non-finite
+    values are dropped, except a sender's stale marker (``samples.STALE_NAN``, bit for bit).
 
     Raises:
         RemoteWriteError: bad snappy data, bad protobuf, or a series without ``__name__``.
@@ -87,7 +88,11 @@ def decode_write_request(body: bytes) -> list[Sample]:
         if not name:
             raise RemoteWriteError(f"time series {i} has no __name__ label")
         key = labels_of(labels)
-        out.extend(Sample(name, key, s.value, s.timestamp) for s in series.samples if math.isfinite(s.value))
+        out.extend(
+            Sample(name, key, s.value, s.timestamp)
+            for s in series.samples
+            if math.isfinite(s.value) or is_stale_nan(s.value)  # a sender's stale marker is kept
+        )
     return out
 
 

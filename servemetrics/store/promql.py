@@ -20,15 +20,22 @@ Reducers (``w`` = end - start, ``L`` = the selection's lookback, all in ms):
 
 - MEAN: ``avg_over_time(x[w])``; D = the same.
 - LAST: ``last_over_time(x[L])`` (``[end - L, end)``); D = the same.
-- INCREASE, VictoriaMetrics: ``P(x[L + w]) - P(x[L] offset w)`` with ``P = increase_prometheus``
-  (MetricsQL: the increase between the samples *inside* the window, resets removed, no extrapolation
-  and, unlike ``increase``/``increase_pure``, no sample from before the window). The first term sums the
-  deltas of consecutive samples both in ``[start - L, end)``, the second those both in
-  ``[start - L, start)``; the difference is exactly the store's rule: the deltas whose later sample lies
-  in ``[start, end)`` and whose earlier one lies at or after ``start - L``. A missing second term (fewer
-  than two samples) counts 0; a series with data but no pair counts 0; D = ``count_over_time(x[w])``.
-  One difference remains: MetricsQL treats a drop of less than 1/8 of the previous value as jitter, not
-  a reset (docs/store.md, "Prometheus-compatible engines").
+- INCREASE, VictoriaMetrics: ``P(x[G + w]) - P(x[G] offset w)`` with ``P = increase_prometheus`` and
+  ``G`` = ``COUNTER_GAP_MS`` (MetricsQL: the increase between the samples *inside* the window, resets
+  removed, no extrapolation and, unlike ``increase``/``increase_pure``, no sample from before the
+  window). The first term sums the deltas of consecutive samples both in ``[start - G, end)``, the
+  second those both in ``[start - G, start)``; the difference credits each delta whole to the value set
+  of its later sample, where the stores spread it over ``(t0, t1]`` (``store.base`` INCREASE). The two
+  agree on a value set no pair straddles the edges of (a SUMMARY over a whole day of traffic, a window
+  whose edges fall on scrapes), and each value set differs by at most the two straddling pairs' deltas;
+  pairs further apart than ``G`` and re-created counters after a longer gap count as in the stores only
+  when both samples lie in ``[start - G, end)``. A missing second term (fewer than two samples) counts
+  0; a series with data but no pair counts 0; D = ``count_over_time(x[w])``. MetricsQL also treats a drop
+  of less than 1/8 of the previous value as jitter, not a reset (docs/store.md, "Prometheus-compatible
+  engines").
+- Stale markers (``samples.STALE_NAN``) reach the engine as written: range functions skip them, as the
+  stores' MEAN and INCREASE do; LAST (``last_over_time``) skips them too, so on an engine a series that
+  left its target stays in CURRENT until the lookback passes (the stores drop it at once).
 - INCREASE, Prometheus: ``increase(x[w])``, which extrapolates (docs/store.md gives the bound);
   series with one sample count 0; D = ``count_over_time(x[w])``.
 """
@@ -41,7 +48,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from servemetrics.store.base import Cell, GroupKey, Reducer, Selection, SelectResult, ValueSet
+from servemetrics.store.base import COUNTER_GAP_MS, Cell, GroupKey, Reducer, Selection, SelectResult, ValueSet
 
 PART_LABEL = "sm_part"
 """Label that tells the ``sum`` points (``total``) from the ``count`` points (``series``) of one answer."""
@@ -128,8 +135,8 @@ def per_series(sel: Selection, seg: Segment, flavor: Flavor) -> tuple[str, str]:
         return e, e
     has = f"count_over_time({x}[{_ms(w)}])"
     if flavor is Flavor.VICTORIAMETRICS:
-        whole = f"increase_prometheus({x}[{_ms(sel.lookback_ms + w)}])"
-        before = f"increase_prometheus({x}[{_ms(sel.lookback_ms)}] offset {_ms(w)})"
+        whole = f"increase_prometheus({x}[{_ms(COUNTER_GAP_MS + w)}])"
+        before = f"increase_prometheus({x}[{_ms(COUNTER_GAP_MS)}] offset {_ms(w)})"
         inc = f"(({whole}) - (({before}) or ({whole}) * 0))"
     else:
         inc = f"increase({x}[{_ms(w)}])"

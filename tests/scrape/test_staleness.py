@@ -107,3 +107,24 @@ def test_the_marker_is_prometheus_stale_nan() -> None:
     import struct
 
     assert struct.pack("<d", STALE_NAN) == struct.pack("<Q", 0x7FF0000000000002)
+
+
+def test_remote_write_keeps_a_senders_stale_marker_and_drops_other_nan() -> None:
+    """A Prometheus agent marks a series that left its target with ``StaleNaN``: the receiver keeps it
+    bit for bit (so the stores end the series as for our own scrapes); any other NaN is dropped."""
+    import struct
+
+    from servemetrics.remote_write import decode_write_request, encode_write_request
+    from servemetrics.samples import Sample
+    from servemetrics.types import labels_of
+
+    other_nan = struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000001))[0]
+    lab = labels_of({"model_id": "m1"})
+    body = encode_write_request(
+        [Sample("g", lab, 1.0, 1), Sample("g", lab, STALE_NAN, 2), Sample("g", lab, other_nan, 3)]
+    )
+    got = decode_write_request(body)
+    assert [(s.ts_ms, struct.pack("<d", s.value)) for s in got] == [
+        (1, struct.pack("<d", 1.0)),
+        (2, struct.pack("<Q", 0x7FF0000000000002)),
+    ]
