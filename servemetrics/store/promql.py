@@ -20,14 +20,15 @@ Reducers (``w`` = end - start, ``L`` = the selection's lookback, all in ms):
 
 - MEAN: ``avg_over_time(x[w])``; D = the same.
 - LAST: ``last_over_time(x[L])`` (``[end - L, end)``); D = the same.
-- INCREASE, VictoriaMetrics: ``P(x[G + w]) - P(x[G] offset w)`` with ``P = increase_prometheus`` and
-  ``G`` = ``COUNTER_GAP_MS`` (MetricsQL: the increase between the samples *inside* the window, resets
-  removed, no extrapolation and, unlike ``increase``/``increase_pure``, no sample from before the
-  window). The first term sums the deltas of consecutive samples both in ``[start - G, end)``, the
-  second those both in ``[start - G, start)``; the difference credits each delta whole to the value set
-  of its later sample, where the stores spread it over ``(t0, t1]`` (``store.base`` INCREASE). The two
-  agree on a value set no pair straddles the edges of (a SUMMARY over a whole day of traffic, a window
-  whose edges fall on scrapes), and each value set differs by at most the two straddling pairs' deltas;
+- INCREASE, VictoriaMetrics: ``P(x[G + w] offset -1ms) - P(x[G] offset (w - 1 ms))`` with ``P =
+  increase_prometheus`` and ``G`` = ``COUNTER_GAP_MS`` (MetricsQL: the increase between the samples
+  *inside* the window, resets removed, no extrapolation and, unlike ``increase``/``increase_pure``, no
+  sample from before the window). Evaluated at ``end - 1 ms``, the first term sums the deltas of
+  consecutive samples both in ``(start - G, end]``, the second those both in ``(start - G, start]``; the
+  difference credits each delta whole to the value set holding ``(t0, t1]``'s end, where the stores
+  spread it over ``(t0, t1]`` (``store.base`` INCREASE). The two agree exactly when no pair straddles a
+  value set's edge (edges on scrape times, as the golden tests' data), and each value set differs by at
+  most the two straddling pairs' deltas otherwise;
   pairs further apart than ``G`` and re-created counters after a longer gap count as in the stores only
   when both samples lie in ``[start - G, end)``. A missing second term (fewer than two samples) counts
   0; a series with data but no pair counts 0; D = ``count_over_time(x[w])``. MetricsQL also treats a drop
@@ -135,8 +136,9 @@ def per_series(sel: Selection, seg: Segment, flavor: Flavor) -> tuple[str, str]:
         return e, e
     has = f"count_over_time({x}[{_ms(w)}])"
     if flavor is Flavor.VICTORIAMETRICS:
-        whole = f"increase_prometheus({x}[{_ms(COUNTER_GAP_MS + w)}])"
-        before = f"increase_prometheus({x}[{_ms(COUNTER_GAP_MS)}] offset {_ms(w)})"
+        # read (start - G, end] and (start - G, start]: a pair ending on an edge belongs before it
+        whole = f"increase_prometheus({x}[{_ms(COUNTER_GAP_MS + w)}] offset -1ms)"
+        before = f"increase_prometheus({x}[{_ms(COUNTER_GAP_MS)}] offset {_ms(w - 1)})"
         inc = f"(({whole}) - (({before}) or ({whole}) * 0))"
     else:
         inc = f"increase({x}[{_ms(w)}])"

@@ -125,21 +125,28 @@ def prometheus_increase_bound(
     series_values: list[tuple[int, float]], lo_s: int, hi_s: int
 ) -> tuple[float, float]:
     """``(lower, upper)`` of Prometheus ``increase`` minus the store's increase for one series in
-    ``[lo_s, hi_s)`` (docs/store.md): ``-d0`` (the delta from the last sample before the value set to the
-    first inside it, which Prometheus leaves out) and ``I * (w - sampled) / sampled`` (the in-window
-    increase ``I`` scaled up to the width ``w`` at most). Samples are ``(t seconds, value)``."""
+    ``[lo_s, hi_s)`` (docs/store.md): ``-(p_lo + p_hi)`` (the parts inside the value set of the pairs
+    straddling its edges, which the store spreads in and Prometheus leaves out) and ``I * (w - sampled)
+    / sampled`` (the increase ``I`` between the samples inside, scaled up to the width ``w`` at most).
+    Samples are ``(t seconds, value)``."""
+
+    def delta(a: float, b: float) -> float:
+        return b - a if b >= a else b
+
     inside = [(t, v) for t, v in series_values if lo_s <= t < hi_s]
     before = [(t, v) for t, v in series_values if t < lo_s]
+    after = [(t, v) for t, v in series_values if t >= hi_s]
     if not inside:
         return 0.0, 0.0
-    d0 = 0.0
+    p_lo = p_hi = 0.0
     if before:
-        prev, first = before[-1][1], inside[0][1]
-        d0 = first - prev if first >= prev else first
+        (t0, v0), (t1, v1) = before[-1], inside[0]
+        p_lo = delta(v0, v1) * (t1 - lo_s) / (t1 - t0)
+    if after:
+        (t0, v0), (t1, v1) = inside[-1], after[0]
+        p_hi = delta(v0, v1) * (hi_s - t0) / (t1 - t0)
     if len(inside) < 2:
-        return -d0, 0.0
-    inc = 0.0
-    for (_, a), (_, b) in zip(inside, inside[1:], strict=False):
-        inc += b - a if b >= a else b
+        return -(p_lo + p_hi), 0.0
+    inc = sum(delta(a, b) for (_, a), (_, b) in zip(inside, inside[1:], strict=False))
     sampled = inside[-1][0] - inside[0][0]
-    return -d0, inc * (hi_s - lo_s - sampled) / sampled
+    return -(p_lo + p_hi), inc * (hi_s - lo_s - sampled) / sampled

@@ -70,11 +70,12 @@ def test_reference_answers_by_hand(reference, metrics_response_validator) -> Non
     rows = [v["values"] for v in series["metric_values"]]
     # replicas: d1's one series reads 2 until the promotion, d2's 1 after it
     assert [r[0] for r in rows] == [[2.0]] * 4 + [[1.0]] * 3
-    # requests [30, 60): r1 +10 at 30..50 s (5 x 10) and +40 at 55 s = 90; r2 6 x 5 = 30 -> 2xx 120;
-    # 503: r1 and r2 +1 per 5 s, 6 samples each = 12; no 4xx series while others have data -> 0
-    assert rows[1][2] == [120.0, 0.0, 12.0]
-    # [60, 90): r1 6 x 40 = 240; r2 +5 at 60 and 65 s, reset to 3 at 70 s (counts 3), +5 at 75..85 s:
-    # 10 + 3 + 15 = 28 -> 268; 503: 12
+    # requests [30, 60): the six pairs (t0, t1] inside, t1 = 35..60 s (edges on sample times: no pair
+    # straddles one). r1 +10 up to 50 s (4 x 10) and +40 at 55 and 60 s = 120; r2 6 x 5 = 30 -> 2xx
+    # 150; 503: r1 and r2 +1 per 5 s, 6 pairs each = 12; no 4xx series while others have data -> 0
+    assert rows[1][2] == [150.0, 0.0, 12.0]
+    # [60, 90): r1 6 x 40 = 240; r2 +5 at 65 s, reset to 3 at 70 s (counts 3), +5 at 75..90 s:
+    # 5 + 3 + 20 = 28 -> 268; 503: 12
     assert rows[2][2] == [268.0, 0.0, 12.0]
     # [100, 120): only r3 (d2): 4 samples x 20 = 80; 503: 4
     assert rows[4][2] == [80.0, 0.0, 4.0]
@@ -85,8 +86,9 @@ def test_reference_answers_by_hand(reference, metrics_response_validator) -> Non
     # p50 = rank 18 in (0.1, 0.5]: 0.1 + 0.4 * (18 - 6) / 24 = 0.3; avg = sum 0.5 x count / count = 0.5
     assert math.isclose(rows[1][3][0], 0.3, rel_tol=1e-12) and math.isclose(rows[1][3][4], 0.5, rel_tol=1e-12)
     # CPU and working set, one view per replica (C13): [30, 60) r1 cAdvisor 1 core (never + 0.8 from
-    # kubelet_resource), r2 cAdvisor's 5 deltas of 3 over 30 s = 0.5; mean 0.75; working set 1e9, 0.6e9
-    assert math.isclose(rows[1][4][0], 0.75, rel_tol=1e-12) and math.isclose(rows[1][5][0], 0.8e9)
+    # kubelet_resource), r2 cAdvisor's 4 pairs of 3 (35..50 s; its samples end at 50 s) over 30 s = 0.4;
+    # mean 0.7; working set 1e9, 0.6e9
+    assert math.isclose(rows[1][4][0], 0.7, rel_tol=1e-12) and math.isclose(rows[1][5][0], 0.8e9)
     # [60, 90): r2's cAdvisor is gone, its process view answers: (1 + 0.4) / 2; (1e9 + 0.8e9) / 2
     assert math.isclose(rows[2][4][0], 0.7, rel_tol=1e-12) and math.isclose(rows[2][5][0], 0.9e9)
     # [100, 120): r3's process view alone: 2 cores, 2e9 bytes

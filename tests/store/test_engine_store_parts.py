@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import cramjam
 import numpy as np
 import pytest
@@ -10,7 +12,7 @@ from fastapi.testclient import TestClient
 from servemetrics.api.app import create_app
 from servemetrics.config import ConfigError, engine_options, parse_config
 from servemetrics.remote_write import decode_write_request, encode_batch
-from servemetrics.samples import Sample, SampleBatch
+from servemetrics.samples import STALE_NAN, Sample, SampleBatch
 from servemetrics.store.base import Reducer, Selection, ValueSet
 from servemetrics.store.errors import BufferLockedError
 from servemetrics.store.prometheus import EngineOptions, PrometheusStore
@@ -26,13 +28,18 @@ def test_encoder_round_trips_sorted_deduplicated_and_finite() -> None:
         [("a_total", LAB), ("b", LAB)],
         np.array([1, 0, 0, 0, 1], dtype=np.uint32),
         np.array([5, 2, 1, 2, -3], dtype=np.int64),
-        np.array([9.5, 2.0, 1.0, 7.0, np.nan]),
+        np.array([9.5, 2.0, 1.0, 7.0, np.inf]),
     )
     raw, n = encode_batch(batch)
     got = decode_write_request(bytes(cramjam.snappy.compress_raw(raw)))
-    # a_total: ts 1 -> 1.0, ts 2 -> 2.0 (the first of the two at ts 2); b: ts 5 -> 9.5 (NaN at -3 dropped)
+    # a_total: ts 1 -> 1.0, ts 2 -> 2.0 (the first of the two at ts 2); b: ts 5 -> 9.5 (inf at -3 dropped)
     assert n == 3
     assert got == [Sample("a_total", LAB, 1.0, 1), Sample("a_total", LAB, 2.0, 2), Sample("b", LAB, 9.5, 5)]
+    # a stale marker is sent bit for bit (engines end the series there as the stores do)
+    stale = SampleBatch([("b", LAB)], np.zeros(1, np.uint32), np.array([6]), np.array([STALE_NAN]))
+    raw, n = encode_batch(stale)
+    (marker,) = decode_write_request(bytes(cramjam.snappy.compress_raw(raw)))
+    assert n == 1 and struct.pack("<d", marker.value) == struct.pack("<Q", 0x7FF0000000000002)
 
 
 def test_buffer_replays_in_order_across_reopen_and_skips_a_torn_record(tmp_path) -> None:
@@ -85,8 +92,8 @@ def test_compiled_promql_per_flavor() -> None:
     seg = segments(sel.value_sets)[0]
     vm = compile_segment(sel, seg, Flavor.VICTORIAMETRICS)
     x = '{__name__="x_total",model_id="m",deployment_id=~"d\\\\.1|d2"}'
-    assert f"increase_prometheus({x}[630000ms])" in vm  # lookback 10 min + 30 s
-    assert f"increase_prometheus({x}[600000ms] offset 30000ms)" in vm
+    assert f"increase_prometheus({x}[630000ms] offset -1ms)" in vm  # the pair gap 10 min + 30 s
+    assert f"increase_prometheus({x}[600000ms] offset 29999ms)" in vm
     assert "label_replace(count by (le) (count_over_time(" in vm
     assert f"increase({x}[30000ms])" in compile_segment(sel, seg, Flavor.PROMETHEUS)
 
