@@ -124,9 +124,12 @@ def test_counter_reset_inside_a_step_and_status_classes():
         series(REQ, [(0, 1), (15, 1), (30, 1), (45, 3)], deployment_id="d1", status_code="201"),
         series(REQ, [(0, 0), (15, 4), (30, 4), (45, 4)], deployment_id="d1", status_code="503"),
     )
-    [row] = values_of(run(store, [REQ], Mode.SUMMARY, 1, 60), REQ)
+    [row] = values_of(run(store, [REQ], Mode.SUMMARY, 0, 60), REQ)
     # 200: +10, reset -> +5, +4 = 19; 201: +2; 503: +4; no 4xx series but data -> 0
     assert row == [21.0, 0.0, 4.0]
+    # from 1 s: the first pair (0, 15 s] is spread evenly, 14 s of it inside (rule 5): 10 * 14 / 15
+    [row] = values_of(run(store, [REQ], Mode.SUMMARY, 1, 60), REQ)
+    assert row == [pytest.approx(10 * 14 / 15 + 9 + 2), 0.0, pytest.approx(4 * 14 / 15)]
 
 
 def test_no_sample_is_null_but_live_replica_with_no_traffic_is_zero():
@@ -208,8 +211,11 @@ def test_cpu_cores_per_replica_mean():
         series(cpu, [(0, 0), (30, 90), (60, 180)], deployment_id="d1", replica="r2"),
     )
     [[cores]] = values_of(run(store, [cpu], Mode.SUMMARY, 0, 60), cpu)
-    # [0, 60) holds the samples at 0 and 30: r1 +30 cpu-s -> 0.5 cores, r2 +90 -> 1.5; mean 1.0
-    assert cores == pytest.approx(1.0)
+    # [0, 60) holds the pairs (0, 30] and (30, 60] whole: r1 +60 cpu-s -> 1 core, r2 +180 -> 3; mean 2
+    assert cores == pytest.approx(2.0)
+    [[cores]] = values_of(run(store, [cpu], Mode.SUMMARY, 0, 45), cpu)
+    # [0, 45): (0, 30] and half of (30, 60]: r1 45 cpu-s / 45 s = 1 core, r2 135 / 45 = 3; mean 2
+    assert cores == pytest.approx(2.0)
 
 
 @pytest.mark.parametrize(("hours", "step"), [(1, 30), (6, 60), (24, 300), (168, 1800)])
