@@ -91,7 +91,8 @@ def test_metrics_match_the_hand_computed_data_and_the_spec(client):
     assert body["deployment_id"] == "t1"
     assert [p["value"] for p in m["inference_volume"]] == pytest.approx([138.0, 0, 0, 0])  # 2.3/s x 60
     assert m["response_time_stats"][0]["p50"] == pytest.approx(245.0)
-    assert [p["value"] for p in m["cpu_usage"]] == pytest.approx([3.5] * 4)  # the leader's pod
+    # the leader's pod: 3.5 cores; [90, 120): pair (90, 105] only: 52.5 CPU-s / 30 s = 1.75
+    assert [p["value"] for p in m["cpu_usage"]] == pytest.approx([3.5, 3.5, 3.5, 1.75])
     # nodes: the leader first although the config lists the worker first; the worker has gaps
     assert [n["node_id"] for n in m["per_node_metrics"]] == ["leader-0", "worker-1"]
     assert len(m["per_node_metrics"][1]["cpu_usage"]) == 2
@@ -104,8 +105,9 @@ def test_no_body_means_the_last_hour_per_second(client):
     # now = T0 + 120 s: window [T0 - 3480 s, T0 + 120 s), 30 s steps = 120 points of latency stats
     stats = body["metrics"]["response_time_stats"]
     assert len(stats) == 120 and stats[0]["timestamp"] == "2025-12-31T23:02:00Z"
-    # volumes start where the request series do: T0 - 15 s (value 0) lies in [T0 - 30 s, T0): 0 req/s,
-    # then [T0, T0 + 30 s): 69 requests / 30 s
+    # volumes start where the request series do: the samples at T0 - 15 s and T0 (both 0) give
+    # [T0 - 30 s, T0) the pair (-15, 0] (0 -> 0, and nothing before -15 s): 0 req/s; then
+    # [T0, T0 + 30 s): the pair (0, 15] holds 69 requests / 30 s = 2.3
     volume = body["metrics"]["inference_volume"]
     assert volume[:2] == [
         {"value": 0.0, "timestamp": "2025-12-31T23:59:30Z"},
@@ -269,8 +271,10 @@ def test_a_step_below_the_scrape_interval_is_400_not_an_overstated_rate(tmp_path
         assert resp.status_code == 200, resp.text
         VALIDATOR.validate(resp.json())
         cpu = resp.json()["metrics"]["cpu_usage"]
-        # every 5 s point holds one sample whose delta is 0.5 x 5 = 2.5 CPU-s: 2.5 / 5 = 0.5 cores
-        assert len(cpu) == 120 and {p["value"] for p in cpu} == {0.5}
+        # samples at -5, 0, 5, ..., 595 s: every 5 s point [t, t + 5) gets the pair (t, t + 5] whole,
+        # 0.5 x 5 = 2.5 CPU-s: 2.5 / 5 = 0.5 cores; the last, [595, 600), holds the last sample (595 s)
+        # and no pair (nothing extrapolated past it): 0
+        assert len(cpu) == 120 and [p["value"] for p in cpu] == [0.5] * 119 + [0.0]
         assert cpu[1]["timestamp"] == "2026-01-01T00:00:05Z"
 
 
@@ -288,10 +292,13 @@ def test_the_derived_step_is_raised_to_a_ladder_rung_above_a_long_scrape_interva
             "2026-01-01T00:02:00Z",
         ]
         assert len(stats) == 10
-        # samples at 0, 45, 90, ... s: points [0, 60), [60, 120) ... hold one or two 45 s deltas of 90 CPU-s
-        # point 0: samples 0, 45 -> 180 / 60 = 3.0; point 1: 90 -> 90 / 60 = 1.5; point 2: 135 -> 1.5
+        # samples at -45, 0, 45, ..., 585 s: each 45 s pair spreads 90 CPU-s (2 cores) over its interval.
+        # [0, 60): (0, 45] whole (90) + 15 s of (45, 90] (30) = 120 / 60 = 2.0; [60, 120): 30 s of
+        # (45, 90] (60) + 30 s of (90, 135] (60) = 2.0; [120, 180): 15 s of (90, 135] (30) + (135, 180]
+        # (90) = 2.0; the pattern repeats every 180 s up to [480, 540) = 2.0; [540, 600): (540, 585]
+        # only (the last sample is at 585 s): 90 / 60 = 1.5
         cpu = resp.json()["metrics"]["cpu_usage"]
-        assert [p["value"] for p in cpu[:4]] == pytest.approx([3.0, 1.5, 1.5, 3.0])
+        assert [p["value"] for p in cpu] == pytest.approx([2.0] * 9 + [1.5])
         resp = post(c, body={**TEN_MINUTES, "step_seconds": 30})
         assert resp.status_code == 400
         assert "use step_seconds >= 45, or omit step_seconds" in resp.json()["error"]

@@ -72,7 +72,9 @@ def test_leader_gpu_fields_are_keyed_by_rank_in_bytes_and_ratio(store):
 
 def test_leader_cpu_memory_and_storage_of_its_pod_only(store):
     m = run(store)
-    assert points(m["cpu_usage"]) == expect([3.5] * 4)  # 3 + 0.5 cores; pod "other" (10 cores) excluded
+    # 3 + 0.5 cores, pod "other" (10 cores) excluded; [90, 120): pair (90, 105] only (no sample at 120):
+    # 15 s of 3.5 cores / 30 s = 1.75 (nothing extrapolated past the last sample)
+    assert points(m["cpu_usage"]) == expect([3.5, 3.5, 3.5, 1.75])
     assert points(m["cpu_memory_usage_bytes"]) == expect([2.1e9] * 4)
     assert points(m["ephemeral_storage"]["usage_bytes"]) == expect([1e9] * 4)
     assert points(m["ephemeral_storage"]["utilization"]) == expect([0.01] * 4)  # 1e9 / 1e11
@@ -86,7 +88,9 @@ def test_worker_that_stopped_half_way_has_gaps_not_zeros(store):
     assert points(worker["gpu_memory_usage_bytes"]["1"]) == expect([100 * MIB] * 2, half)
     assert points(worker["gpu_utilization"]["0"]) == expect([0.3] * 2, half)  # mean(0.2, 0.4)
     assert points(worker["gpu_utilization"]["1"]) == expect([0.5] * 2, half)
-    assert points(worker["cpu_usage"]) == expect([1.0] * 2, half)
+    # [0, 30): pairs (0, 15], (15, 30] = 30 CPU-s / 30 = 1.0; [30, 60): pair (30, 45] only (the last
+    # sample): 15 CPU-s / 30 = 0.5, the covered half; [60, 90), [90, 120): no sample, no pair: gaps
+    assert points(worker["cpu_usage"]) == expect([1.0, 0.5], half)
     assert points(worker["cpu_memory_usage_bytes"]) == expect([4e9] * 2, half)
     assert points(worker["ephemeral_storage"]["usage_bytes"]) == expect([5e10] * 2, half)  # 2e11 - 1.5e11
     assert points(worker["ephemeral_storage"]["utilization"]) == expect([0.25] * 2, half)
@@ -94,9 +98,9 @@ def test_worker_that_stopped_half_way_has_gaps_not_zeros(store):
 
 def test_requests_per_second_by_status_and_concurrency(store):
     m = run(store)
-    assert points(m["inference_volume"]) == expect(
-        [2.3, 0.0, 0.0, 0.0]
-    )  # 69 / 30 s, then flat, then up but gone
+    # [0, 30): the pair (0, 15] holds all 69 requests / 30 s; [30, 60): pair (30, 45] flat; then up but
+    # gone (no pair covers [60, 120))
+    assert points(m["inference_volume"]) == expect([2.3, 0.0, 0.0, 0.0])
     assert points(m["concurrent_requests"]) == expect([3.0, 1.0, 1.0, 1.0])
     by = m["inference_volume_by_status"]
     assert [p["timestamp"] for p in by] == STAMPS

@@ -1,6 +1,7 @@
 """Requests into the trainer from both Knative queue-proxy generations (exposition text -> adapters ->
 store -> the Loops query): the same traffic gives the same answer. Two scrapes of the leader's request
-target, at T0 - 15 s (nothing yet) and T0 + 15 s (30 requests), one 30 s point [T0, T0 + 30 s)."""
+target, at T0 - 15 s (nothing yet) and T0 + 15 s (30 requests), one 30 s point [T0, T0 + 30 s): the pair
+(-15, 15] spreads its 30 requests over 30 s, and its 15 s (0, 15] inside the point bring 15 of them."""
 
 from __future__ import annotations
 
@@ -52,12 +53,14 @@ def _store(template: str) -> MemoryStore:
 def test_both_knative_generations_give_the_same_answer(template):
     plan = build_loops_plan("t1", (LEADER,), T0, at(30), 30, None, at(30), scrape_interval_s=15)
     m = loops_metrics(execute_loops(plan, _store(template))).model_dump(mode="json")
-    assert m["inference_volume"] == [{"value": 1.0, "timestamp": "2026-01-01T00:00:00Z"}]  # 30 / 30 s
+    # 15 s of the pair (-15, 15] lie in [0, 30): 30 x 15 / 30 = 15 requests / 30 s = 0.5 req/s
+    assert m["inference_volume"] == [{"value": 0.5, "timestamp": "2026-01-01T00:00:00Z"}]
     assert m["inference_volume_by_status"] == [
-        {"timestamp": "2026-01-01T00:00:00Z", "status_2xx": 1.0, "status_4xx": 0.0, "status_5xx": 0.0}
+        {"timestamp": "2026-01-01T00:00:00Z", "status_2xx": 0.5, "status_4xx": 0.0, "status_5xx": 0.0}
     ]
     assert m["concurrent_requests"] == [{"value": 2.0, "timestamp": "2026-01-01T00:00:00Z"}]
     (stats,) = m["response_time_stats"]
-    # buckets 10 <= 0.1 s, 30 <= 0.2 s: p50 rank 15 -> 0.1 + 0.1 x 5/20 = 0.125 s; p95 rank 28.5 ->
-    # 0.1 + 0.1 x 18.5/20 = 0.1925 s; p99 rank 29.7 -> 0.1 + 0.1 x 19.7/20 = 0.1985 s
+    # the point gets half of each bucket's increase, like the count: 5 <= 0.1 s, 15 <= 0.2 s (and
+    # +Inf): p50 rank 7.5 -> 0.1 + 0.1 x 2.5/10 = 0.125 s; p95 rank 14.25 -> 0.1 + 0.1 x 9.25/10 =
+    # 0.1925 s; p99 rank 14.85 -> 0.1 + 0.1 x 9.85/10 = 0.1985 s (the same as the whole 10, 30)
     assert (stats["p50"], stats["p95"], stats["p99"]) == pytest.approx((125.0, 192.5, 198.5))
