@@ -22,9 +22,12 @@ Semantics every backend must meet (DESIGN "Query semantics"; ``MemoryStore`` is 
   the scraper when a series leaves a target that is still scraped: no value. MEAN and INCREASE skip
   them (a counter continues across them: gaps are not resets); LAST gives no data when the latest
   sample in its range is a marker.
-- A series "has data" in ``v`` when it has at least one sample (not a marker) in the range its reducer
-  reads (``[start, end)`` for MEAN and INCREASE), or, for INCREASE, a pair's ``(t0, t1]`` overlaps ``v``
-  (a 30 s step between two samples of a 60 s scrape). Series without data are left out of the group's cell.
+- A series "has data" in ``v``: MEAN, a sample (not a marker) in ``[start, end)``; LAST, a latest
+  sample that is not a marker; INCREASE, a pair whose ``(t0, t1]`` overlaps ``v`` (also a 30 s step
+  between two samples of a 60 s scrape; not a pair that ends on ``v.start_ms``) or a re-created
+  counter's point above 0 in it. A lone sample, or the last one of a window with no pair after it,
+  gives INCREASE no data (its rate there is unknown: null, not 0). Series without data are left out
+  of the group's cell.
 - Result: for each group (the values of ``group_by`` labels, "" when absent) a list with one entry per
   value set: ``Cell(total, series)`` = sum of the per-series results and the number of series with data,
   or ``None`` when no series of the group has data there. Every group with at least one matching series

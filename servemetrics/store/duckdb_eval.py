@@ -349,7 +349,7 @@ def _accumulate(
 ) -> None:
     """Add ``value`` and ``n`` into the flat (series x value set) cells ``cell`` (repeats allowed)."""
     size = total.size
-    total += np.bincount(cell, weights=np.where(n > 0, value, 0.0), minlength=size)
+    total += np.bincount(cell, weights=value, minlength=size)
     count += np.bincount(cell, weights=n, minlength=size).astype(np.int64)
 
 
@@ -371,7 +371,7 @@ def _raw_increases(
 ) -> None:
     """Each raw piece's counted deltas; a sample in a piece whose true previous sample the stream lacks
     (after a gap longer than the fetch) gets it from ``read_previous``."""
-    cell, _, first, end = _raw_grid(ev, stream)
+    cell, value_set, first, end = _raw_grid(ev, stream)
     n = stream.ts.size
     mark = np.zeros(n + 1, dtype=np.int64)
     np.add.at(mark, first, 1)
@@ -381,7 +381,11 @@ def _raw_increases(
         found, _, p_val = ev.read_previous(stream.sidx[at], before)
         deltas.resolve(at, stream.val[at], found, p_val)
     value = _range_sum_ext(np.append(deltas.d, 0.0), first, end)
-    _accumulate(total, count, cell, value, end - first)
+    pairs = _range_sum_ext(np.append(deltas.counted, 0).astype(np.float64), first, end)
+    # a pair ending on the value set's start lies before it: it gives the value set no data
+    head = np.minimum(first, max(n - 1, 0))
+    on_start = (end > first) & (stream.ts[head] == _starts(ev.sel)[value_set]) & deltas.near[head]
+    _accumulate(total, count, cell, value, pairs - on_start)
 
 
 def _edge_parts(
@@ -428,11 +432,18 @@ def _rollup_sums(ev: _Evaluation, rows: _RollupRows, total: np.ndarray, count: n
 
 def _rollup_increases(ev: _Evaluation, rows: _RollupRows, total: np.ndarray, count: np.ndarray) -> None:
     """A run of buckets' counted deltas: every bucket's (the first sample's included, wherever its
-    previous sample lies: the rule depends on the pair only)."""
+    previous sample lies: the rule depends on the pair only); data: the samples that count, less a pair
+    ending exactly on the value set's start."""
     index = ev.rollups
-    n = range_sum(index.n, rows.first, rows.end).astype(np.int64)
     value = range_sum(index.full_inc, rows.first, rows.end)
-    _accumulate(total, count, rows.series * ev.n_sets + rows.value_set, value, n)
+    pairs = range_sum(index.pairs, rows.first, rows.end)
+    if index.key.size:
+        at = np.minimum(rows.first, index.key.size - 1)
+        age = index.prev_age[at]
+        starts = _starts(ev.sel)[rows.value_set]
+        near = (age >= 0) & (age + index.first_ts[at] - index.bucket[at] <= COUNTER_GAP_MS)
+        pairs = pairs - ((rows.end > rows.first) & (index.first_ts[at] == starts) & near)
+    _accumulate(total, count, rows.series * ev.n_sets + rows.value_set, value, pairs)
 
 
 def _latest(ev: _Evaluation, stream: _Stream) -> Reduced:

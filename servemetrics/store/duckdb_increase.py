@@ -17,13 +17,14 @@ import numpy as np
 
 from servemetrics.store.base import COUNTER_GAP_MS
 from servemetrics.store.duckdb_rollups import RollupIndex
-from servemetrics.store.duckdb_schema import counter_deltas
+from servemetrics.store.duckdb_schema import counted, counter_deltas
 
 
 class StreamDeltas:
     """Per sample of a stream (sorted by series index, ts; markers removed): its counted delta ``d``,
     whether its previous sample is the one before it in the stream at most ``COUNTER_GAP_MS`` earlier
-    (``near``: the pair is spread), and whether the stream holds its true previous sample (``known``).
+    (``near``: the pair is spread), whether the stream holds its true previous sample (``known``), and
+    whether it gives its value set data (``counted``: ``duckdb_schema.counted``).
 
     The stream's previous sample is the true one when both lie in the same fetched range (every sample
     of a range is read), when it is a rollup run's last sample (``virtual``), or when it is near (each
@@ -48,6 +49,7 @@ class StreamDeltas:
         p_ts, p_val = np.zeros(n, dtype=np.int64), np.zeros(n)
         p_ts[1:], p_val[1:] = ts[:-1], val[:-1]
         self.d = counter_deltas(ts, val, p_ts, p_val, known)
+        self.counted = counted(ts, val, p_ts, p_val, known)
         self._range_start = np.concatenate(([np.iinfo(np.int64).min], fetch_starts))[rng]
 
     def unknown(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -60,7 +62,9 @@ class StreamDeltas:
         """Set ``d`` of the samples ``at`` (values ``val``) from their true previous values ``p_val`` (where
         ``found``): always a gap, so ``v`` when the value dropped, else 0."""
         with np.errstate(invalid="ignore"):
-            self.d[at] = np.where(found & ~(val >= p_val), val, 0.0)
+            drop = found & ~(val >= p_val)
+        self.d[at] = np.where(drop, val, 0.0)
+        self.counted[at] = drop & (val != 0)
 
 
 def raw_edge_parts(

@@ -23,6 +23,7 @@ class RollupIndex:
         "last_off",
         "last_val",
         "first_off",
+        "pairs",
     )
 
     def __init__(self, cols: dict[str, np.ndarray], rollup_ms: int, presorted: bool = False) -> None:
@@ -43,6 +44,7 @@ class RollupIndex:
         self.last_ts = self.bucket + np.asarray(cols["last_off"], dtype=np.int64)[order]
         self.last_val = np.asarray(cols["last_val"], dtype=np.float64)[order]
         self.first_ts = self.bucket + np.asarray(cols["first_off"], dtype=np.int64)[order]
+        self.pairs = np.asarray(cols["pairs"], dtype=np.int64)[order]
 
     @classmethod
     def empty(cls, rollup_ms: int) -> RollupIndex:
@@ -62,6 +64,7 @@ class RollupIndex:
             "last_off": self.last_ts - self.bucket,
             "last_val": self.last_val,
             "first_off": self.first_ts - self.bucket,
+            "pairs": self.pairs,
         }
 
     def merged(self, cols: dict[str, np.ndarray]) -> RollupIndex:

@@ -12,7 +12,8 @@ cursor for ``read_chunks``/``sealed_samples``).
   count, sum, the counted deltas (``counter_deltas``) of the 2nd..nth sample (``inc``), the first
   sample's counted delta (``first_inc``, its previous sample may lie in an earlier bucket), how far before
   the bucket that previous sample lies (``prev_age``) and how far after the bucket start the first sample
-  lies (``first_off``), and the last sample (``last_off`` after the bucket start, ``last_val``). The
+  lies (``first_off``), how many samples count a delta (``pairs``: ``counted``), and the last sample
+  (``last_off`` after the bucket start, ``last_val``). The
   rollups are also the index of each series' last real sample before a time (``RollupIndex.last_before``).
 - ``meta``: ``sealed_until``: every sample before it is in ``chunks``/``rollups``, every later one in
   ``head``; ``rollup_rule``: the version of the counter rule the rollups were built with
@@ -55,7 +56,7 @@ DDL = [
     " val_enc BLOB NOT NULL)",
     "CREATE TABLE IF NOT EXISTS rollups (series_id UINTEGER NOT NULL, bucket BIGINT NOT NULL,"
     " n INTEGER NOT NULL, sum DOUBLE, inc DOUBLE, first_inc DOUBLE, prev_age BIGINT,"
-    " last_off INTEGER NOT NULL, last_val DOUBLE, first_off INTEGER)",
+    " last_off INTEGER NOT NULL, last_val DOUBLE, first_off INTEGER, pairs INTEGER)",
     "CREATE TABLE IF NOT EXISTS meta (key VARCHAR PRIMARY KEY, value BIGINT NOT NULL)",
 ]
 
@@ -82,6 +83,17 @@ def counter_deltas(
         drop = ~(val >= p_val)
         near = has_prev & (ts - p_ts <= COUNTER_GAP_MS)
         return np.where(near, np.where(drop, val, val - p_val), np.where(has_prev & drop, val, 0.0))
+
+
+def counted(
+    ts: np.ndarray, val: np.ndarray, p_ts: np.ndarray, p_val: np.ndarray, has_prev: np.ndarray
+) -> np.ndarray:
+    """Per sample: whether it ends a pair (previous sample at most ``COUNTER_GAP_MS`` before) or is a
+    re-created counter's point (a drop to a value above 0 after a longer gap): the samples that give a
+    value set data (``store.base``)."""
+    with np.errstate(invalid="ignore"):
+        near = has_prev & (ts - p_ts <= COUNTER_GAP_MS)
+        return near | (has_prev & ~(val >= p_val) & (val != 0))
 
 
 def _starts(sid: np.ndarray, part: np.ndarray) -> np.ndarray:
@@ -114,7 +126,8 @@ def build_rows(
         if s in prev_ts:
             p_ts[i], p_val[i], has_prev[i] = prev_ts[s], prev_val[s], True
     inc = counter_deltas(r_ts, r_val, p_ts, p_val, has_prev)
-    return _chunk_rows(sid, ts, val), _rollup_rows(r_sid, r_ts, r_val, inc, p_ts, has_prev)
+    pairs = counted(r_ts, r_val, p_ts, p_val, has_prev)
+    return _chunk_rows(sid, ts, val), _rollup_rows(r_sid, r_ts, r_val, inc, p_ts, has_prev, pairs)
 
 
 def _chunk_rows(sid: np.ndarray, ts: np.ndarray, val: np.ndarray) -> pa.Table:
@@ -142,7 +155,13 @@ def _chunk_rows(sid: np.ndarray, ts: np.ndarray, val: np.ndarray) -> pa.Table:
 
 
 def _rollup_rows(
-    sid: np.ndarray, ts: np.ndarray, val: np.ndarray, inc: np.ndarray, p_ts: np.ndarray, has_prev: np.ndarray
+    sid: np.ndarray,
+    ts: np.ndarray,
+    val: np.ndarray,
+    inc: np.ndarray,
+    p_ts: np.ndarray,
+    has_prev: np.ndarray,
+    pairs: np.ndarray,
 ) -> pa.Table:
     bucket = ts // ROLLUP_MS
     st = _starts(sid, bucket)
@@ -151,6 +170,7 @@ def _rollup_rows(
     rest[st] = 0.0
     sums = np.add.reduceat(val, st) if st.size else val
     incs = np.add.reduceat(rest, st) if st.size else rest
+    n_pairs = np.add.reduceat(pairs.astype(np.int32), st) if st.size else pairs.astype(np.int32)
     b0 = bucket[st] * ROLLUP_MS
     ok = has_prev[st]
     return pa.table(
@@ -165,6 +185,7 @@ def _rollup_rows(
             "last_off": (ts[ends - 1] - b0).astype(np.int32),
             "last_val": val[ends - 1],
             "first_off": (ts[st] - b0).astype(np.int32),
+            "pairs": n_pairs.astype(np.int32),
         }
     )
 
@@ -210,6 +231,7 @@ def create_tables(con: Con) -> None:
         con.execute(f"INSERT INTO {HEAD_DB}.head SELECT * FROM {DB}.head EXCEPT SELECT * FROM {HEAD_DB}.head")
         con.execute(f"DROP TABLE {DB}.head")
     con.execute("ALTER TABLE rollups ADD COLUMN IF NOT EXISTS first_off INTEGER")
+    con.execute("ALTER TABLE rollups ADD COLUMN IF NOT EXISTS pairs INTEGER")
     rule = con.execute("SELECT value FROM meta WHERE key = 'rollup_rule'").fetchone()
     if rule is None or int(rule[0]) < ROLLUP_RULE:
         rebuild_rollups(con)
@@ -232,7 +254,7 @@ def rebuild_rollups(con: Con, batch_series: int = 2000) -> None:
         )
         _, rollups = build_rows(sid, ts, val, {}, {})
         with registered(con, "_rollups", rollups):
-            con.execute("INSERT INTO rollups SELECT * FROM _rollups")
+            con.execute("INSERT INTO rollups BY NAME SELECT * FROM _rollups")
 
 
 def read_sealed_until(con: Con) -> int | None:
@@ -294,7 +316,7 @@ def load_rollup_columns(con: Con) -> dict[str, np.ndarray]:
     and ``prev_age`` -1 where there is no previous sample)."""
     cols = con.execute(
         "SELECT series_id, bucket, n, sum, inc, coalesce(first_inc, 0) AS first_inc,"
-        " coalesce(prev_age, -1) AS prev_age, last_off, last_val, first_off FROM rollups"
+        " coalesce(prev_age, -1) AS prev_age, last_off, last_val, first_off, pairs FROM rollups"
         " ORDER BY series_id, bucket"
     ).fetchnumpy()
     return {k: np.asarray(v) for k, v in cols.items()}
@@ -313,7 +335,7 @@ def write_rows(
     chunks, rollups = build_rows(sid, ts, val, prev_ts, prev_val)
     with registered(con, "_chunks", chunks), registered(con, "_rollups", rollups):
         con.execute("INSERT INTO chunks SELECT * FROM _chunks")
-        con.execute("INSERT INTO rollups SELECT * FROM _rollups")
+        con.execute("INSERT INTO rollups BY NAME SELECT * FROM _rollups")
     cols = {c: rollups.column(c) for c in rollups.column_names}
     cols["first_inc"] = cols["first_inc"].fill_null(0.0)
     cols["prev_age"] = cols["prev_age"].fill_null(-1)
@@ -398,7 +420,12 @@ def drop_sealed(con: Con, cut: int) -> int:
         dropped += int((~live).sum())
         delete_chunks(con, straddle)
         write_rows(con, sid[live], ts[live], val[live], {}, {})
-    con.execute("UPDATE rollups SET first_inc = NULL, prev_age = NULL WHERE bucket - prev_age < ?", [cut])
+    # the first sample's previous one is gone: it no longer counts a delta, nor gives its bucket data
+    con.execute(
+        "UPDATE rollups SET pairs = pairs - CASE WHEN prev_age + first_off <= ? OR first_inc <> 0 THEN 1"
+        " ELSE 0 END, first_inc = NULL, prev_age = NULL WHERE bucket - prev_age < ?",
+        [COUNTER_GAP_MS, cut],
+    )
     return dropped
 
 

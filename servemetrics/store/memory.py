@@ -63,7 +63,7 @@ class _Series:
 
 def _increase(s: _Series, lo: int, hi: int) -> float | None:
     """The pairs' deltas spread over ``(t0, t1]`` that fall in ``[lo, hi)``, plus the points of re-created
-    counters (``store.base`` INCREASE); None when no sample and no pair touches the range."""
+    counters (``store.base`` INCREASE); None when no pair overlaps the range and no point lies in it."""
     ts, vals = s.clean()
     first = max(bisect.bisect_left(ts, lo), 1)
     total, has = 0.0, False
@@ -78,9 +78,9 @@ def _increase(s: _Series, lo: int, hi: int) -> float | None:
             if overlap > 0:
                 total += (v1 - v0 if v1 >= v0 else v1) * overlap / (t1 - t0)
                 has = True
-        elif v1 < v0 and t1 < hi:
+        elif v1 < v0 and t1 < hi and v1 != 0:
             total += v1
-    has = has or bisect.bisect_left(ts, lo) < bisect.bisect_left(ts, hi)
+            has = True
     return total if has else None
 
 

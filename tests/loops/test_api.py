@@ -273,8 +273,8 @@ def test_a_step_below_the_scrape_interval_is_400_not_an_overstated_rate(tmp_path
         cpu = resp.json()["metrics"]["cpu_usage"]
         # samples at -5, 0, 5, ..., 595 s: every 5 s point [t, t + 5) gets the pair (t, t + 5] whole,
         # 0.5 x 5 = 2.5 CPU-s: 2.5 / 5 = 0.5 cores; the last, [595, 600), holds the last sample (595 s)
-        # and no pair (nothing extrapolated past it): 0
-        assert len(cpu) == 120 and [p["value"] for p in cpu] == [0.5] * 119 + [0.0]
+        # and no pair (nothing extrapolated past it): no data, so the point is left out (never a 0)
+        assert len(cpu) == 119 and [p["value"] for p in cpu] == [0.5] * 119
         assert cpu[1]["timestamp"] == "2026-01-01T00:00:05Z"
 
 
