@@ -82,9 +82,10 @@ def test_series_split_at_promotion_validates_against_spec(client, metrics_respon
     gauges = [v["values"][0] for v in body["metric_values"]]
     assert gauges == [[2.0], [2.0], [5.0], [5.0], [5.0]]
     reqs = [v["values"][1] for v in body["metric_values"]]
-    # d1 serves [0, 45): +10 at 30 s; d2 from 45 s: no sample in [45, 60) (null, no up series),
-    # +3 at 60 s, +0 at 90 s
-    assert reqs == [[0.0, 0.0, 0.0], [10.0, 0.0, 0.0], [None, None, None], [0.0, 0.0, 3.0], [0.0, 0.0, 0.0]]
+    # each delta spread over its pair (rule 5). d1 serves [0, 45): (0, 30] +10 whole, then 15 s of the 30 s
+    # of (30, 60] +10 = 5; d2 from 45 s: 15 s of its (30, 60] +3 = 1.5, (60, 90] +0; [90, 120): no pair
+    # after the last samples at 90 s (nothing extrapolated) and no up series: null
+    assert reqs == [[10.0, 0.0, 0.0], [5.0, 0.0, 0.0], [0.0, 0.0, 1.5], [0.0, 0.0, 0.0], [None, None, None]]
 
 
 def test_bearer_and_api_key_both_work(client, metrics_response_validator):
