@@ -153,6 +153,10 @@ def test_c14_requests_during_a_rolling_promotion_are_all_counted(base: str) -> N
     answered = _requests(base, 10)  # d1's production/stable child exists and is scraped before the window
     _caught_up(base, answered)
     start_ms = int(time.time() * 1000)
+    # a scrape that started after the window start, before the first counted request: the pair that
+    # straddles the start holds no request, so spreading deltas over their pairs (rule 5) moves none of
+    # the counted requests out of the window
+    wait_for_scrapes(base, 2, deployment_id="")
     counted = _requests(base, 10)
     _control(base, "promote", {"deployment_id": "d2", "percent": 50})
     counted += _requests(base, 40)  # new children: d1 promoting (old phase still exposed), d2 promoting
