@@ -31,9 +31,11 @@ Reducers (``w`` = end - start, ``L`` = the selection's lookback, all in ms):
   most the two straddling pairs' deltas otherwise;
   pairs further apart than ``G`` and re-created counters after a longer gap count as in the stores only
   when both samples lie in ``[start - G, end)``. A missing second term (fewer than two samples) counts
-  0; a series with data but no pair counts 0; D = ``count_over_time(x[w])``. MetricsQL also treats a drop
+  0; a series with data but no pair counts 0. MetricsQL also treats a drop
   of less than 1/8 of the previous value as jitter, not a reset (docs/store.md, "Prometheus-compatible
-  engines").
+  engines"). D = ``count_over_time(x[w] offset -1ms)``: the samples in ``(start, end]``, which end the
+  pairs the value set holds (a value set between a promotion and the next scrape has data when a pair
+  ends on its end).
 - Stale markers (``samples.STALE_NAN``) reach the engine as written: range functions skip them, as the
   stores' MEAN and INCREASE do; LAST (``last_over_time``) skips them too, so on an engine a series that
   left its target stays in CURRENT until the lookback passes (the stores drop it at once).
@@ -136,6 +138,7 @@ def per_series(sel: Selection, seg: Segment, flavor: Flavor) -> tuple[str, str]:
         return e, e
     has = f"count_over_time({x}[{_ms(w)}])"
     if flavor is Flavor.VICTORIAMETRICS:
+        has = f"count_over_time({x}[{_ms(w)}] offset -1ms)"  # (start, end]: the samples ending its pairs
         # read (start - G, end] and (start - G, start]: a pair ending on an edge belongs before it
         whole = f"increase_prometheus({x}[{_ms(COUNTER_GAP_MS + w)}] offset -1ms)"
         before = f"increase_prometheus({x}[{_ms(COUNTER_GAP_MS)}] offset {_ms(w - 1)})"
