@@ -93,7 +93,8 @@ def counted(
     value set data (``store.base``)."""
     with np.errstate(invalid="ignore"):
         near = has_prev & (ts - p_ts <= COUNTER_GAP_MS)
-        return near | (has_prev & ~(val >= p_val) & (val != 0))
+        out: np.ndarray = near | (has_prev & ~(val >= p_val) & (val != 0))
+    return out
 
 
 def _starts(sid: np.ndarray, part: np.ndarray) -> np.ndarray:
