@@ -26,6 +26,7 @@ from servemetrics.samples import SampleBatch
 from servemetrics.store import duckdb_codec as codec
 from servemetrics.store import duckdb_eval
 from servemetrics.store.base import Selection, SelectResult, StoreStats, check_value_sets
+from servemetrics.store.duckdb_groups import group_cells
 from servemetrics.store.duckdb_previous import last_real_before, sealed_previous
 from servemetrics.store.duckdb_rollups import RollupIndex
 from servemetrics.store.duckdb_schema import (
@@ -343,7 +344,7 @@ class DuckDBStore:
         labels = self._labels
         groups = [tuple(labels[s].get(g, "") for g in selection.group_by) for s in sids.tolist()]
         deps = [labels[s].get("deployment_id") for s in sids.tolist()]
-        return duckdb_eval.group_cells(selection, groups, deps, value, has)
+        return group_cells(selection, groups, deps, value, has)
 
     def _chunk_arrays(
         self, sids: np.ndarray, starts: list[int], gen: int
