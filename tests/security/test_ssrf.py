@@ -10,8 +10,6 @@ every case the internal service (a real HTTP server on 127.0.0.1) gets no reques
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -170,12 +168,11 @@ def test_a_dns_change_fails_the_webhook_delivery(tmp_path, pair: Pair, dns: Dns)
     decl["models"][0]["deployments"] = [deployment]
     queued = QueuedOptions(webhook_attempts=1)
     with _app(tmp_path, decl, queued_options=queued) as client:
-        submit: Callable[[], Any] = lambda: client.post(  # noqa: E731
+        resp = client.post(
             "/v1/models/m1/environments/production/async_predict",
             json={"model_input": {"q": 1}, "webhook_endpoint": f"http://hook.test:{pair.port}/hook"},
             headers=auth(MANAGE),
         )
-        resp = submit()
         assert resp.status_code == 201, resp.text
         request_id = resp.json()["request_id"]
         dns["hook.test"] = "127.0.0.1"  # before the request finishes and its webhook is sent
