@@ -259,13 +259,16 @@ def origin(url: str) -> tuple[str, str, int]:
 
 def own_listen(host: str, port: int) -> tuple[tuple[Address | None, int], frozenset[Address]]:
     """The ``own`` entry of ``listen: host:port`` (``0.0.0.0`` / ``::`` / a name: None, any address of
-    this host) and this host's addresses as ``socket.gethostname()`` resolves them (blocking)."""
+    this host) and, for those, this host's addresses as ``socket.gethostname()`` resolves them
+    (blocking)."""
     try:
         ip: Address | None = normalise(host.strip("[]"))
     except ValueError:
         ip = None
     if ip is not None and ip.is_unspecified:
         ip = None
+    if ip is not None:
+        return (ip, port), frozenset()  # one address: this host's others are not needed
     try:
         infos = socket.getaddrinfo(socket.gethostname(), None, type=socket.SOCK_STREAM)
         mine = frozenset(normalise(str(i[4][0])) for i in infos)

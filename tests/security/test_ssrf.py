@@ -189,3 +189,16 @@ def test_a_dns_change_fails_the_webhook_delivery(tmp_path, pair: Pair, dns: Dns)
     assert "network.webhooks_allow" in error
     assert pair.internal.requests == []
     assert ("POST", "/hook") not in replica.requests
+
+
+def test_the_service_own_listen_address_stays_refused_when_loopback_is_allowed(serve):
+    client = serve(declarations(network={"targets_allow": ["127.0.0.0/8"]}))  # listen: 127.0.0.1:8321
+    url = "http://127.0.0.1:8321/gateway/metrics"
+    resp = client.post(REPLICAS, json={"id": "loop", "targets": [url]}, headers=auth(MANAGE))
+    assert (resp.status_code, resp.json()) == (
+        400,
+        {
+            "error": f"target {url} is refused by the network policy: 127.0.0.1 port 8321 is this "
+            "service's own listen address; a replica or webhook may not point at the service itself"
+        },
+    )
