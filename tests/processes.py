@@ -135,10 +135,15 @@ def promoted(env_name: str, dep_id: str) -> dict[str, Any]:
 
 
 def write_service_config(
-    tmp: Path, port: int, organizations: list[dict[str, Any]], models: list[dict[str, Any]]
+    tmp: Path,
+    port: int,
+    organizations: list[dict[str, Any]],
+    models: list[dict[str, Any]],
+    **more: Any,
 ) -> None:
     """``tmp / "servemetrics.yaml"``: listen on 127.0.0.1:``port``, data in ``tmp / "data"``, scrape
-    every second (1 s timeout), with these ``organizations`` and ``models``."""
+    every second (1 s timeout), with these ``organizations`` and ``models`` (and ``more`` sections, e.g.
+    ``network={"webhooks_allow": ["127.0.0.1"]}``)."""
     cfg = {
         "listen": f"127.0.0.1:{port}",
         "data_dir": str(tmp / "data"),
@@ -146,6 +151,7 @@ def write_service_config(
         "scrape_timeout": "1s",
         "organizations": organizations,
         "models": models,
+        **more,
     }
     (tmp / "servemetrics.yaml").write_text(yaml.safe_dump(cfg))
 

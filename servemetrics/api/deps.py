@@ -99,14 +99,32 @@ def parse_authorization(header: str | None) -> str:
     return key.strip()
 
 
-def authenticate(
-    registry: RegistryDep, authorization: Annotated[str | None, Header(include_in_schema=False)] = None
-) -> KeyInfo:
-    """The caller's key; 401 when the header is missing, malformed or names no stored key."""
-    key = registry.tenancy.authenticate(parse_authorization(authorization))
+KEY_STATE = "servemetrics_api_key"
+"""Where ``api/bodyguard.BodyGuard`` keeps ``(raw key, KeyInfo)`` of a request it checked first."""
+
+
+def key_of(registry: Registry, authorization: str | None) -> tuple[str, KeyInfo]:
+    """``(raw key, stored key)`` of an ``Authorization`` header; 401 when it is missing, malformed or
+    names no stored key."""
+    raw = parse_authorization(authorization)
+    key = registry.tenancy.authenticate(raw)
     if key is None:
         raise unauthorized(f"invalid API key: {_HOW} with a key of your organization")
-    return key
+    return raw, key
+
+
+def authenticate(
+    request: Request,
+    registry: RegistryDep,
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> KeyInfo:
+    """The caller's key (the one ``BodyGuard`` already checked, when it did); 401 when the header is
+    missing, malformed or names no stored key."""
+    checked = getattr(request.state, KEY_STATE, None)
+    if checked is not None and authorization is not None and checked[0] == parse_authorization(authorization):
+        key: KeyInfo = checked[1]
+        return key
+    return key_of(registry, authorization)[1]
 
 
 Auth = Annotated[KeyInfo, Depends(authenticate)]

@@ -11,6 +11,7 @@ It needs no FastAPI: ``create_app`` only keeps the ``Service`` in ``app.state.se
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -20,12 +21,13 @@ from typing import Any
 
 import httpx
 
-from servemetrics.config import Config, apply_config, engine_options
+from servemetrics.config import Config, apply_config, egress_of, engine_options
 from servemetrics.gateway import Gateway, GatewayOptions
 from servemetrics.gateway.queued import QueuedOptions, QueuedRequests
 from servemetrics.gateway.queued_store import QueuedStore
 from servemetrics.ingest.scraper import Scraper, Target
 from servemetrics.ingest.targets import targets_from_registry
+from servemetrics.netpolicy import Egress, guarded_client
 from servemetrics.registry import Registry
 from servemetrics.selfmetrics import SelfMetrics
 from servemetrics.store import Store, open_store
@@ -53,6 +55,7 @@ class Service:
         scraper: the scraper, None when scraping is off.
         gateway: the metering proxy, None when the gateway is off.
         queued: queued (async) requests through the gateway, None when the gateway is off.
+        egress: the network policies of tenant-supplied URLs (``config.egress_of``).
     """
 
     config: Config
@@ -63,6 +66,7 @@ class Service:
     scraper: Scraper | None = None
     gateway: Gateway | None = None
     queued: QueuedRequests | None = None
+    egress: Egress | None = None
 
 
 def gateway_target(config: Config) -> Target:
@@ -76,6 +80,17 @@ def scrape_targets(registry: Registry, extra: tuple[Target, ...] = ()) -> list[T
     """Every replica and trainer target of the registry with the labels the scraper attaches, then
     ``extra`` (``ingest.targets.targets_from_registry``)."""
     return targets_from_registry(registry.list_targets(), registry.trainers.list_trainer_targets(), extra)
+
+
+def _scrape_client(
+    egress: Egress, trusted: httpx.AsyncClient, checked: httpx.AsyncClient, target: Target
+) -> httpx.AsyncClient:
+    """``checked`` for a target the config file does not declare (``Egress.for_target``), else
+    ``trusted``; the gateway's own ``/gateway/metrics`` (no ``deployment_id``) is trusted."""
+    deployment_id = target.label_dict.get("deployment_id")
+    if deployment_id is None or egress.for_target(deployment_id, target.url) is None:
+        return trusted
+    return checked
 
 
 async def _refresh_targets(service: Service, scraper: Scraper) -> None:
@@ -107,10 +122,11 @@ async def running_gateway(
     clock: Clock,
     options: GatewayOptions | None = None,
     queued_options: QueuedOptions | None = None,
+    egress: Egress | None = None,
 ) -> AsyncIterator[tuple[Gateway, QueuedRequests]]:
-    """The gateway over ``registry`` (``GatewayOptions()`` by default) and its queued requests, started;
-    stopped at exit (queued requests first)."""
-    gateway = Gateway(registry, clock, options or GatewayOptions())
+    """The gateway over ``registry`` (``GatewayOptions()`` by default; ``egress``: the network policies,
+    None: none) and its queued requests, started; stopped at exit (queued requests first)."""
+    gateway = Gateway(registry, clock, options or GatewayOptions(), egress)
     queued = QueuedRequests(gateway, QueuedStore(registry.engine), queued_options)
     await gateway.start()
     try:
@@ -138,6 +154,25 @@ async def _tasks(*coroutines: Loop) -> AsyncIterator[None]:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def _scraper(stack: AsyncExitStack, service: Service) -> Scraper:
+    """The scraper of ``service`` with its HTTP clients (a trusted one and one the ``egress`` targets
+    policy checks), stopped and closed by ``stack``."""
+    config, egress = service.config, service.egress
+    assert egress is not None
+    client = await stack.enter_async_context(httpx.AsyncClient())
+    checked = await stack.enter_async_context(guarded_client(egress.targets))
+    scraper = Scraper(
+        client,
+        service.store.append,
+        config.scrape_interval,
+        config.scrape_timeout,
+        service.metrics,
+        client_of=functools.partial(_scrape_client, egress, client, checked),
+    )
+    stack.push_async_callback(scraper.stop)
+    return scraper
 
 
 @asynccontextmanager
@@ -170,20 +205,16 @@ async def open_service(
         apply_config(config, registry)
         opened = _store_for(config, store)
         stack.callback(opened.close)
-        service = Service(config, registry, opened, SelfMetrics(), clock)
+        service = Service(config, registry, opened, SelfMetrics(), clock, egress=egress_of(config))
         if isinstance(opened, SelfMonitored):  # an engine store: queue, sent, failed, retries
             service.metrics.watch_remote_write(opened.remote_write_stats)
         if gateway:
             service.gateway, service.queued = await stack.enter_async_context(
-                running_gateway(registry, clock, gateway_options, queued_options)
+                running_gateway(registry, clock, gateway_options, queued_options, service.egress)
             )
-        client = await stack.enter_async_context(httpx.AsyncClient())
         loops: list[Loop] = [_retention(service)]
         if scrape:
-            service.scraper = Scraper(
-                client, opened.append, config.scrape_interval, config.scrape_timeout, service.metrics
-            )
-            stack.push_async_callback(service.scraper.stop)
+            service.scraper = await _scraper(stack, service)
             loops.insert(0, _refresh_targets(service, service.scraper))
         await stack.enter_async_context(_tasks(*loops))
         yield service

@@ -4,7 +4,8 @@ Keys (defaults in brackets; docs/configuration.md has an example of each): ``lis
 ``data_dir`` [./data], ``scrape_interval`` [15s], ``scrape_timeout`` [10s], ``retention`` [15d],
 ``registry_url`` [sqlite:///<data_dir>/registry.sqlite3], ``store`` [kind: duckdb], ``organizations``,
 ``models``, ``loops``
-(trainer deployments, docs/loops.md).
+(trainer deployments, docs/loops.md), ``network`` (where tenant-supplied URLs may lead, docs/security.md)
+and ``limits`` (request body sizes).
 Durations are seconds (``15``) or a number with a unit ``ms s m h d`` (``15s``, ``15d``) and are held as
 float seconds. Every mistake raises ``ConfigError`` naming the key and what to write instead.
 
@@ -12,7 +13,7 @@ Modules: ``model`` (the pydantic models), ``validators`` (the value checks), ``l
 error renderer), ``apply`` (into the registry, and the ``store`` key for the store).
 """
 
-from servemetrics.config.apply import apply_config, engine_options, open_registry
+from servemetrics.config.apply import apply_config, egress_of, engine_options, open_registry
 from servemetrics.config.load import ConfigError, load_config, parse_config
 from servemetrics.config.model import Config
 from servemetrics.config.validators import check_registry_url, parse_duration
@@ -21,6 +22,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "apply_config",
+    "egress_of",
     "check_registry_url",
     "engine_options",
     "load_config",

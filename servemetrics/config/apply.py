@@ -1,6 +1,7 @@
 """The config applied: ``apply_config(config, registry)`` syncs what the config declares into the
 registry, ``open_registry(config)`` opens the registry the config names (errors say what to fix), and
-``engine_options(config)`` / ``remote_write_buffer_dir(config)`` translate the ``store`` key for the store."""
+``engine_options(config)`` / ``remote_write_buffer_dir(config)`` translate the ``store`` key for the store,
+``egress_of(config)`` the ``network`` key and the declared targets into the network policies."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from servemetrics.config.model import (
     TrainerDeploymentConfig,
 )
 from servemetrics.config.validators import check_registry_url
+from servemetrics.netpolicy import TARGETS_ALLOW, WEBHOOKS_ALLOW, Egress, make_policy, origin
 from servemetrics.registry.records import RegistryError, TrainerNode, TrainerTarget
 from servemetrics.registry.registry import Registry
 
@@ -92,6 +94,27 @@ def engine_options(config: Config) -> EngineOptions | None:
     buffer_dir = remote_write_buffer_dir(config)
     assert buffer_dir is not None
     return EngineOptions(Flavor(s.flavor), s.query_url, s.remote_write_url, buffer_dir, headers, auth)
+
+
+def egress_of(config: Config) -> Egress:
+    """The service's network policies (``netpolicy``): ``network.targets_allow`` for replica targets
+    registered through the API, ``network.webhooks_allow`` for webhooks (the private ranges refused
+    too), this service's ``listen`` address refused by both, and every replica and trainer target the
+    file declares trusted for its deployment (blocking: resolves this host's name once)."""
+    listen = (config.host, config.port)
+    declared = {
+        (d.id, origin(url))
+        for m in config.models
+        for d in m.deployments
+        for r in d.replicas
+        for url in r.targets
+    }
+    declared |= {(t.id, origin(tt.url)) for t in config.loops for n in t.nodes for tt in n.targets}
+    return Egress(
+        make_policy(TARGETS_ALLOW, config.network.targets_allow, listen, private_too=False),
+        make_policy(WEBHOOKS_ALLOW, config.network.webhooks_allow, listen, private_too=True),
+        frozenset(declared),
+    )
 
 
 def remote_write_buffer_dir(config: Config) -> Path | None:

@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from servemetrics.config.validators import (
+    AllowEntry,
     DeploymentId,
     Duration,
     EnvironmentName,
@@ -32,6 +33,7 @@ from servemetrics.config.validators import (
     ReplicaId,
     TargetUrl,
     bounded,
+    byte_size,
     check_organization,
     check_registry_url,
     check_tenant_header,
@@ -50,6 +52,8 @@ MAX_RETENTION_S = 3650 * 86400.0
 """``retention`` is at most 3650d (10 years)."""
 MAX_GPU_RANK = 1023
 """The largest GPU rank (DCGM ``gpu`` index) a trainer node may declare."""
+MiB = 1 << 20
+"""Bytes in a MiB (the ``limits`` defaults)."""
 
 
 class _Strict(BaseModel):
@@ -315,6 +319,25 @@ class StoreConfig(_Strict):
         return Path(data_dir) / (self.buffer_dir or "remote_write_buffer")
 
 
+class NetworkConfig(_Strict):
+    """Where tenant-supplied URLs may lead (``servemetrics.netpolicy``, docs/security.md): networks and
+    host names allowed for replica targets registered through the API and for webhooks, lifting the
+    default refusals."""
+
+    targets_allow: list[AllowEntry] = []
+    webhooks_allow: list[AllowEntry] = []
+
+
+class LimitsConfig(_Strict):
+    """Request body limits in bytes (``1048576`` or ``1MiB``): every API body, the gateway's inference
+    bodies, remote_write (the body and the size it declares decompressed) and ``/v1/import``."""
+
+    max_body_bytes: Annotated[int, byte_size(1024, 1 << 30)] = 1 * MiB
+    inference_body_bytes: Annotated[int, byte_size(1024, 1 << 34)] = 32 * MiB
+    remote_write_body_bytes: Annotated[int, byte_size(1024, 1 << 30)] = 32 * MiB
+    import_body_bytes: Annotated[int, byte_size(1024, 1 << 40)] = 1024 * MiB
+
+
 class Config(_Strict):
     """The whole file. ``registry_url`` is filled from ``data_dir`` when absent."""
 
@@ -330,6 +353,8 @@ class Config(_Strict):
     organizations: list[OrganizationConfig] = []
     models: list[ModelConfig] = []
     loops: list[TrainerDeploymentConfig] = []
+    network: NetworkConfig = NetworkConfig()
+    limits: LimitsConfig = LimitsConfig()
 
     @field_validator("registry_url")
     @classmethod

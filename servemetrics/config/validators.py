@@ -19,6 +19,7 @@ from pydantic_core import core_schema
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from servemetrics.netpolicy import parse_allow_entry
 from servemetrics.registry.ids import check_deployment_id, check_id, check_port, check_target_url
 from servemetrics.types import redact_url
 
@@ -73,6 +74,58 @@ ReplicaId = Annotated[str, AfterValidator(lambda v: check_id(v, "replica id"))]
 EnvironmentName = Annotated[str, AfterValidator(lambda v: check_id(v, "environment name"))]
 NodeId = Annotated[str, AfterValidator(lambda v: check_id(v, "node id"))]
 TargetUrl = Annotated[str, AfterValidator(check_target_url)]
+
+
+_BYTE_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+}
+_BYTES = re.compile(r"^\s*(\d+)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_bytes(value: Any) -> int:
+    """Bytes from ``1048576``, ``"512KiB"``, ``"32MiB"``, ``"1GiB"`` (or ``KB`` / ``MB`` / ``GB``, powers of
+    1000); ValueError for anything else (a bool, a fraction, an unknown unit)."""
+    if isinstance(value, bool) or isinstance(value, float):
+        raise ValueError(f"{value!r} is not a size; write a whole number of bytes or e.g. 1MiB, 32MiB, 1GiB")
+    match = _BYTES.match(str(value))
+    unit = match.group(2).lower() if match else ""
+    if not match or unit not in _BYTE_UNITS:
+        raise ValueError(f"{value!r} is not a size; write a whole number of bytes or e.g. 1MiB, 32MiB, 1GiB")
+    return int(match.group(1)) * _BYTE_UNITS[unit]
+
+
+def byte_size(at_least: int, at_most: int) -> Any:
+    """A validator of sizes (``parse_bytes``) from ``at_least`` to ``at_most`` bytes; ValueError naming
+    the bound."""
+
+    def check(value: Any) -> int:
+        size = parse_bytes(value)
+        if not at_least <= size <= at_most:
+            raise ValueError(f"must be from {at_least} to {at_most} bytes (got {size})")
+        return size
+
+    return BeforeValidator(check)
+
+
+def allow_entry(value: Any) -> str:
+    """A ``network.*_allow`` entry as written, when ``netpolicy.parse_allow_entry`` reads it (a network
+    or a host name); ValueError saying what to write."""
+    if not isinstance(value, str):
+        raise ValueError(
+            f"{value!r} is not a network or host name; write e.g. 10.0.0.0/8 or metrics.internal"
+        )
+    parse_allow_entry(value)
+    return value.strip()
+
+
+AllowEntry = Annotated[str, BeforeValidator(allow_entry)]
 
 
 def no_duplicates(values: list[str], what: str) -> None:

@@ -128,7 +128,8 @@ def make_topology(port: int, ports: list[int]) -> Topology:
 def service_config(
     topo: Topology, data_dir: Path, api_key: str, scrape_interval: str = "5s"
 ) -> dict[str, Any]:
-    """The ``servemetrics serve`` config of the demo (production promoted to d1 now)."""
+    """The ``servemetrics serve`` config of the demo (production promoted to d1 now; webhooks may reach
+    127.0.0.1, where the demo's receiver listens)."""
     now = datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
     sizes = {"d1": "small model, 10 ms/token", "d2": "larger model, 25 ms/token"}
     return {
@@ -161,6 +162,9 @@ def service_config(
             }
         ],
         **({"loops": topo.loops_config()} if topo.trainer_port else {}),
+        # the demo's webhook receiver (demo/load.py) listens on loopback, which webhooks may not reach
+        # unless the operator allows it; the replicas are declared above, so they are trusted
+        "network": {"webhooks_allow": ["127.0.0.1"]},
     }
 
 

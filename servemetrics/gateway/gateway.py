@@ -26,8 +26,9 @@ from servemetrics.gateway.backpressure import Full, Gate
 from servemetrics.gateway.errors import error_response as error
 from servemetrics.gateway.health import Health
 from servemetrics.gateway.metrics import DeploymentGauges, DeploymentLabels, GatewayMetrics
-from servemetrics.gateway.proxy import Refused, Relay, Upstream, UpstreamError, request_headers
+from servemetrics.gateway.proxy import Blocked, Refused, Relay, Upstream, UpstreamError, request_headers
 from servemetrics.gateway.state import DeploymentView, RegistryView, Replica, choose_deployment
+from servemetrics.netpolicy import Egress, NetPolicy, guarded_client
 from servemetrics.registry import AutoscalingSettings, DeploymentInfo, ModelInfo, Registry
 
 log = logging.getLogger(__name__)
@@ -111,16 +112,28 @@ class Gateway:
 
     Besides the synchronous paths it offers what queued (async) requests need to share the
     deployments' capacity: ``gate``, ``settings``, ``pick``, ``outstanding`` and ``excluded``.
+    ``egress`` (None: every replica trusted) checks the address of each replica the config file does not
+    declare, for requests and health checks alike (``policy_of``).
     """
 
-    def __init__(self, registry: Registry, clock_ms: Callable[[], int], options: GatewayOptions) -> None:
+    def __init__(
+        self,
+        registry: Registry,
+        clock_ms: Callable[[], int],
+        options: GatewayOptions,
+        egress: Egress | None = None,
+    ) -> None:
         self.options = options
+        self.egress = egress
         self.view = RegistryView(registry, clock_ms, options.state_ttl_s)
         self.metrics = GatewayMetrics(self.gauges)
         self._upstream = Upstream(options.connect_timeout_s, options.upstream_timeout_s)
-        self._health_client = httpx.AsyncClient(
-            timeout=options.health_timeout_s,
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=512),
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=512)
+        self._health_client = httpx.AsyncClient(timeout=options.health_timeout_s, limits=limits)
+        self._checked_health_client = (
+            guarded_client(egress.targets, timeout=options.health_timeout_s, limits=limits)
+            if egress is not None
+            else self._health_client
         )
         self.health = Health(
             self._health_client,
@@ -129,6 +142,7 @@ class Gateway:
             options.health_interval_s,
             options.health_timeout_s,
             options.health_failures,
+            client_of=self._health_client_of,
         )
         self._gates: dict[str, Gate] = {}
         self._settings: dict[str, DeploymentInfo] = {}
@@ -152,7 +166,18 @@ class Gateway:
             await asyncio.gather(self._task, return_exceptions=True)
         await self.health.stop()
         await self._health_client.aclose()
+        await self._checked_health_client.aclose()
         await self._upstream.aclose()
+
+    def policy_of(self, replica: Replica) -> NetPolicy | None:
+        """The policy connections to ``replica`` are checked with; None: trusted (declared in the config
+        file, or no ``egress``)."""
+        if self.egress is None:
+            return None
+        return self.egress.for_target(replica.deployment_id, replica.base_url)
+
+    def _health_client_of(self, replica: Replica) -> httpx.AsyncClient:
+        return self._health_client if self.policy_of(replica) is None else self._checked_health_client
 
     async def _refresh(self) -> None:
         views = await self.view.refresh_deployments()
@@ -284,6 +309,7 @@ class Gateway:
                     f"{target}?{query}" if query else target,
                     request_headers(request.headers.raw),
                     attempt.body,
+                    self.policy_of(replica),
                 )
                 attempt.replica = key
                 extra = [
@@ -294,6 +320,10 @@ class Gateway:
                 return relay
             except Refused:
                 tried.add(replica.name)
+            except Blocked as exc:
+                return attempt.answer(
+                    error(502, f"replica {replica.name!r} of {dep_id!r} is not reachable: {exc}")
+                )
             except UpstreamError as exc:
                 return attempt.answer(error(502, f"replica {replica.name!r} of {dep_id!r} failed: {exc}"))
             finally:

@@ -38,6 +38,8 @@ class Health:
         interval_s: seconds between two checks of one replica.
         timeout_s: seconds a check may take.
         failures: consecutive failed checks that fail an active replica.
+        client_of: the client for a replica's checks (default: ``client``), e.g. one whose connections
+            the network policy checks (``netpolicy.guarded_client``).
     """
 
     def __init__(
@@ -48,8 +50,10 @@ class Health:
         interval_s: float = 2.0,
         timeout_s: float = 1.0,
         failures: int = 2,
+        client_of: Callable[[Replica], httpx.AsyncClient] | None = None,
     ) -> None:
         self._client = client
+        self._client_of = client_of or (lambda _: client)
         self._registry = registry
         self._on_change = on_change
         self.interval_s = interval_s
@@ -81,7 +85,8 @@ class Health:
         text goes into the REPLICA_TERMINATED event, which read keys see, and the log)."""
         shown = redact_url(replica.base_url)
         try:
-            resp = await self._client.get(f"{replica.base_url}/health", timeout=self.timeout_s)
+            client = self._client_of(replica)
+            resp = await client.get(f"{replica.base_url}/health", timeout=self.timeout_s)
         except httpx.HTTPError as exc:
             detail = str(exc).replace(replica.base_url, shown)
             return f"GET {shown}/health failed: {type(exc).__name__} {detail}".strip()

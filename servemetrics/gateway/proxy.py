@@ -22,6 +22,9 @@ from urllib.parse import urlsplit
 import httptools
 from starlette.types import Receive, Scope, Send
 
+from servemetrics.netpolicy import NetPolicy
+from servemetrics.netpolicy import Refused as PolicyRefused
+
 HOP_BY_HOP = frozenset(
     {
         "connection",
@@ -132,6 +135,10 @@ class UpstreamError(Exception):
 
 class Refused(UpstreamError):
     """The replica refused the connection: the request never reached it (try another replica)."""
+
+
+class Blocked(UpstreamError):
+    """The network policy refuses the replica's address (``netpolicy``): nothing was sent."""
 
 
 class _Conn:
@@ -343,27 +350,43 @@ class Upstream:
             addr = self._addr[base_url] = (parts.hostname, port, parts.netloc.encode("latin-1"))
         return addr
 
-    async def _connect(self, base_url: str) -> _Conn:
-        idle = self._idle.get(base_url)
+    async def _connect(self, base_url: str, policy: NetPolicy | None) -> tuple[str, _Conn]:
+        """A pooled or new connection and its pool key (connections checked by a policy are pooled
+        apart from trusted ones, so a checked request never reuses an unchecked connection)."""
+        key = base_url if policy is None else f"checked {base_url}"
+        idle = self._idle.get(key)
         while idle:
             conn = idle.pop()
             if not conn.reader.at_eof() and not conn.writer.is_closing():
-                return conn
+                return key, conn
             conn.close()
         host, port, _ = self._address(base_url)
         try:
             async with asyncio.timeout(self.connect_timeout_s):
-                reader, writer = await asyncio.open_connection(host, port, limit=65536)
+                hosts = [host] if policy is None else await policy.resolve(host, port)
+                reader, writer = await _open(hosts, port)
+        except PolicyRefused as exc:
+            raise Blocked(str(exc)) from exc
         except TimeoutError as exc:
             raise UpstreamError(f"connecting took over {self.connect_timeout_s:g} s") from exc
         except OSError as exc:
             raise Refused(f"connection refused: {exc!r}") from exc
-        return _Conn(reader, writer)
+        return key, _Conn(reader, writer)
 
     async def send(
-        self, method: str, base_url: str, target: str, headers: list[tuple[bytes, bytes]], body: bytes
+        self,
+        method: str,
+        base_url: str,
+        target: str,
+        headers: list[tuple[bytes, bytes]],
+        body: bytes,
+        policy: NetPolicy | None = None,
     ) -> UpstreamResponse:
-        """Send one request, read the status line and headers; the body streams from the answer."""
+        """Send one request, read the status line and headers; the body streams from the answer.
+
+        ``policy``: the replica's address is resolved and checked before a new connection is made (None:
+        a trusted replica). Raises ``Blocked`` when the policy refuses it, ``Refused`` when the replica
+        refuses the connection, ``UpstreamError`` when it fails."""
         host = self._address(base_url)[2]
         lines = [f"{method} {target} HTTP/1.1\r\n".encode("latin-1"), b"Host: ", host, b"\r\n"]
         for name, value in headers:
@@ -373,8 +396,20 @@ class Upstream:
         lines += (b"\r\n", body)
         payload = b"".join(lines)
         while True:
-            conn = await self._connect(base_url)
-            response = UpstreamResponse(self, base_url, conn, method == "HEAD", self.read_timeout_s)
+            key, conn = await self._connect(base_url, policy)
+            response = UpstreamResponse(self, key, conn, method == "HEAD", self.read_timeout_s)
             if await response.start(payload):
                 return response
             # a kept-alive connection the replica had closed: nothing was read, send again
+
+
+async def _open(hosts: list[str], port: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A connection to the first of ``hosts`` (names or checked addresses) that takes it; the last
+    ``OSError`` when none does."""
+    for i, host in enumerate(hosts):
+        try:
+            return await asyncio.open_connection(host, port, limit=65536)
+        except OSError:
+            if i == len(hosts) - 1:
+                raise
+    raise OSError("no address to connect to")

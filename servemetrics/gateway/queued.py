@@ -17,10 +17,12 @@ requests"):
   ``model_input`` as the JSON body of the replica's ``POST /predict``, reads at most
   ``result_limit_bytes`` of the answer, and stores it: 2xx -> SUCCEEDED, any other status -> FAILED.
   A replica refusing the connection is skipped for the next; with none left the request goes back to
-  QUEUED.
+  QUEUED. A replica whose address the network policy refuses (``Gateway.policy_of``) fails the request.
 - The webhook of a finished (or expired) request is POSTed until a 2xx, at most ``webhook_attempts``
   times, waiting ``webhook_backoff_s`` x ``webhook_backoff_factor`` ** (n - 1) after the n-th failure.
-  Its state and next due time are stored, so a restart resumes it.
+  Its state and next due time are stored, so a restart resumes it. Each delivery's address is checked
+  by the gateway's ``egress.webhooks`` policy at connect time; a refused one is a failed attempt whose
+  ``last_error`` says why.
 
 At start, IN_PROGRESS requests of a stopped service go back to QUEUED (so run one service per registry
 database). It shares the gateway's routing state through the gateway's methods (``gate``, ``settings``,
@@ -45,7 +47,8 @@ from servemetrics.gateway.gateway import Gateway
 from servemetrics.gateway.metrics import DeploymentLabels
 from servemetrics.gateway.queued_metrics import NO_ANSWER_STATUS, QueuedMetrics
 from servemetrics.gateway.queued_store import QueuedRequest, QueuedStore
-from servemetrics.gateway.state import choose_deployment
+from servemetrics.gateway.state import Replica, choose_deployment
+from servemetrics.netpolicy import guarded_client, refusal
 from servemetrics.timeutil import iso_ms
 
 log = logging.getLogger(__name__)
@@ -129,6 +132,11 @@ class _Outcome:
     errors: list[dict[str, str]]
 
 
+def _failed(message: str) -> _Outcome:
+    """A FAILED outcome without an answer (``MODEL_PREDICT_ERROR``, ``message``)."""
+    return _Outcome("FAILED", None, None, [{"code": "MODEL_PREDICT_ERROR", "message": message}])
+
+
 class QueuedRequests:
     """Queued (async) requests beside ``gateway``: persisted in ``store`` (the registry database), run
     by a dispatcher loop on the gateway's deployments, their webhooks delivered.
@@ -151,17 +159,23 @@ class QueuedRequests:
         self._loop_task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._client: httpx.AsyncClient | None = None
+        self._checked_client: httpx.AsyncClient | None = None
         self._webhook_client: httpx.AsyncClient | None = None
 
     async def start(self) -> None:
         """Requeue the requests a stopped service left IN_PROGRESS, resume pending webhooks and start the
         dispatcher (start the gateway first)."""
-        o = self.gateway.options
-        self._client = httpx.AsyncClient(
-            timeout=httpx.Timeout(o.upstream_timeout_s, connect=o.connect_timeout_s),
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=512),
-        )
-        self._webhook_client = httpx.AsyncClient(timeout=self.options.webhook_timeout_s)
+        o, egress = self.gateway.options, self.gateway.egress
+        timeout = httpx.Timeout(o.upstream_timeout_s, connect=o.connect_timeout_s)
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=512)
+        self._client = httpx.AsyncClient(timeout=timeout, limits=limits)
+        hook_timeout = self.options.webhook_timeout_s
+        if egress is None:
+            self._checked_client = self._client
+            self._webhook_client = httpx.AsyncClient(timeout=hook_timeout)
+        else:
+            self._checked_client = guarded_client(egress.targets, timeout=timeout, limits=limits)
+            self._webhook_client = guarded_client(egress.webhooks, timeout=hook_timeout)
         requeued = await asyncio.to_thread(self.store.recover)
         if requeued:
             log.info("async: %d request(s) in progress at the last stop are queued again", requeued)
@@ -176,9 +190,14 @@ class QueuedRequests:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        for client in (self._webhook_client, self._client):
+        for client in {self._webhook_client, self._client, self._checked_client}:
             if client is not None:
                 await client.aclose()
+
+    def _client_of(self, replica: Replica) -> httpx.AsyncClient:
+        client = self._client if self.gateway.policy_of(replica) is None else self._checked_client
+        assert client is not None
+        return client
 
     def wake(self) -> None:
         """Run the dispatcher now (a request arrived, a slot freed)."""
@@ -318,7 +337,6 @@ class QueuedRequests:
         tried: set[str] = set()
         body = req.model_input.encode()
         limit = self.options.result_limit_bytes
-        assert self._client is not None
         while True:
             replica = self.gateway.pick(dep_id, tried)
             if replica is None:
@@ -328,7 +346,7 @@ class QueuedRequests:
             size = 0
             with self.gateway.outstanding(replica):
                 try:
-                    async with self._client.stream(
+                    async with self._client_of(replica).stream(
                         "POST", f"{replica.base_url}/predict", content=body, headers=_JSON
                     ) as resp:
                         status = resp.status_code
@@ -339,15 +357,15 @@ class QueuedRequests:
                             if size > limit:
                                 break
                             chunks.append(chunk)
-                except httpx.ConnectError:
+                except httpx.ConnectError as exc:
+                    if (refused := refusal(exc)) is not None:  # the network policy: fails, not requeued
+                        self._observe(labels, 502, began, None, len(body), 0)
+                        return _failed(f"replica {replica.name!r} of {dep_id!r} is not reachable: {refused}")
                     tried.add(replica.name)
                     continue
                 except httpx.HTTPError as exc:
                     self._observe(labels, 502, began, first_byte, len(body), size)
-                    message = f"replica {replica.name!r} of {dep_id!r} failed: {exc!r}"
-                    return _Outcome(
-                        "FAILED", None, None, [{"code": "MODEL_PREDICT_ERROR", "message": message}]
-                    )
+                    return _failed(f"replica {replica.name!r} of {dep_id!r} failed: {exc!r}")
             break
         self._observe(labels, status, began, first_byte, len(body), size)
         if size > limit:
@@ -401,7 +419,13 @@ class QueuedRequests:
                 if not 200 <= code < 300:
                     error = f"the webhook answered HTTP {code}: {resp.text[:200]}"
             except httpx.HTTPError as exc:
-                code, error = NO_ANSWER_STATUS, f"no answer from the webhook: {exc!r}"
+                refused = refusal(exc)
+                code = NO_ANSWER_STATUS
+                error = (
+                    f"no answer from the webhook: {exc!r}"
+                    if refused is None
+                    else f"the webhook is refused by the network policy: {refused}"
+                )
             self.metrics.webhook_requests.labels(*labels, str(code)).inc()
             self.metrics.webhook_latency.labels(*labels).observe(time.perf_counter() - began)
             attempts += 1

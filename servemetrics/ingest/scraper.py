@@ -243,6 +243,8 @@ class Scraper:
         interval_s: seconds between scrapes of one target (default 15).
         timeout_s: per-scrape timeout in seconds (default 10; capped at the interval).
         metrics: the service's own metrics, or None.
+        client_of: the client for a target's scrapes (default: ``client``), e.g. one whose connections
+            the network policy checks for targets the config file does not declare.
     """
 
     def __init__(
@@ -252,8 +254,10 @@ class Scraper:
         interval_s: float = 15.0,
         timeout_s: float = 10.0,
         metrics: SelfMetrics | None = None,
+        client_of: Callable[[Target], httpx.AsyncClient] | None = None,
     ) -> None:
         self._client = client
+        self._client_of = client_of or (lambda _: client)
         self._append = append
         self.interval_s = interval_s
         self.timeout_s = min(timeout_s, interval_s)
@@ -285,7 +289,8 @@ class Scraper:
 
     async def _fetch_and_parse(self, target: Target, ts: int) -> ScrapeResult:
         try:
-            resp = await self._client.get(target.url, headers={"Accept": ACCEPT}, timeout=self.timeout_s)
+            client = self._client_of(target)
+            resp = await client.get(target.url, headers={"Accept": ACCEPT}, timeout=self.timeout_s)
             resp.raise_for_status()
             parsed = _parse(resp.content, resp.headers.get("content-type"), ts)
             samples = adapt(parsed.samples, target.label_dict)

@@ -18,13 +18,37 @@ from google.protobuf.message import DecodeError
 from servemetrics.samples import Sample, is_stale_nan
 from servemetrics.types import labels_of
 
-__all__ = ["RemoteWriteError", "WriteRequest", "decode_write_request", "encode_write_request"]
+__all__ = [
+    "RemoteWriteError",
+    "RemoteWriteTooLarge",
+    "WriteRequest",
+    "decode_write_request",
+    "declared_length",
+    "encode_write_request",
+]
 
 _F = descriptor_pb2.FieldDescriptorProto
 
 
 class RemoteWriteError(ValueError):
     """A remote_write body that is not snappy-compressed ``prometheus.WriteRequest`` protobuf."""
+
+
+class RemoteWriteTooLarge(RemoteWriteError):
+    """A remote_write body whose snappy header declares more decompressed bytes than allowed (a 413)."""
+
+
+def declared_length(body: bytes) -> int:
+    """The decompressed length a snappy block declares: the little-endian base-128 varint that starts it
+    (at most 5 bytes, a 32-bit value). Raises ``RemoteWriteError`` for a missing or malformed one."""
+    value = 0
+    for i, byte in enumerate(body[:5]):
+        value |= (byte & 0x7F) << (7 * i)
+        if not byte & 0x80:
+            if value >= 1 << 32:
+                break
+            return value
+    raise RemoteWriteError("body is not snappy block-compressed: its length header is malformed")
 
 
 def _message(
@@ -65,13 +89,22 @@ WriteRequest = _build_write_request()
 """The runtime-built ``prometheus.WriteRequest`` protobuf message class."""
 
 
-def decode_write_request(body: bytes) -> list[Sample]:
+def decode_write_request(body: bytes, max_decoded_bytes: int | None = None) -> list[Sample]:
     """Decode a remote_write 1.0 body into samples (``__name__`` becomes ``Sample.name``); non-finite
-    values are dropped, except a sender's stale marker (``samples.STALE_NAN``, bit for bit).
+    values are dropped, except a sender's stale marker (``samples.STALE_NAN``, bit for bit). With
+    ``max_decoded_bytes``, the length the snappy header declares is checked before anything is
+    decompressed (a 7-byte body may declare 4 GiB).
 
     Raises:
+        RemoteWriteTooLarge: the declared decompressed length is over ``max_decoded_bytes``.
         RemoteWriteError: bad snappy data, bad protobuf, or a series without ``__name__``.
     """
+    if max_decoded_bytes is not None and (size := declared_length(body)) > max_decoded_bytes:
+        raise RemoteWriteTooLarge(
+            f"the body declares {size} bytes decompressed; at most {max_decoded_bytes} are allowed "
+            "(limits.remote_write_body_bytes in the service's config file): send smaller requests "
+            "(lower max_samples_per_send in the sender's queue_config)"
+        )
     try:
         raw = bytes(cramjam.snappy.decompress_raw(body))
     except Exception as exc:  # cramjam raises its own DecompressionError

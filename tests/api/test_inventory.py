@@ -35,12 +35,12 @@ def test_create_model_deployment_and_replica_then_list(client):
     rep = client.post(
         "/v1/models/llama/deployments/v1/replicas",
         headers=h(MANAGE),
-        json={"id": "r1", "targets": ["http://127.0.0.1:9101/metrics"]},
+        json={"id": "r1", "targets": ["http://10.0.0.11:9101/metrics"]},
     )
-    assert rep.status_code == 201 and rep.json()["targets"] == ["http://127.0.0.1:9101/metrics"]
+    assert rep.status_code == 201 and rep.json()["targets"] == ["http://10.0.0.11:9101/metrics"]
     listed = client.get("/v1/models/llama/deployments/v1/replicas", headers=h(READ)).json()["replicas"]
     assert [(r["id"], r["status"], r["targets"]) for r in listed] == [
-        ("r1", "ACTIVE", ["http://127.0.0.1:9101/metrics"])
+        ("r1", "ACTIVE", ["http://10.0.0.11:9101/metrics"])
     ]
     events = client.get(
         "/v1/models/llama/events",

@@ -133,7 +133,8 @@ def svc(tmp_path_factory) -> Iterator[Svc]:
             replicas_deployment("x1", [f"{recv.url}/metrics?x1"]), environments=[promoted("production", "x1")]
         ),
     ]
-    write_service_config(tmp, sport, organizations, models)
+    # the test's webhook receiver is on loopback, which webhooks may not reach unless allowed
+    write_service_config(tmp, sport, organizations, models, network={"webhooks_allow": ["127.0.0.1"]})
     base = f"http://127.0.0.1:{sport}"
     holder: list[Any] = []
 

@@ -23,13 +23,13 @@ from servemetrics.api.deps import (
     resolve_deployment,
     resolve_model,
 )
-from servemetrics.api.errors import bad_request
+from servemetrics.api.errors import ApiError, bad_request
 from servemetrics.ingest.adapters import adapt
 from servemetrics.ingest.backfill import BackfillError, iter_backfill
 from servemetrics.ingest.exposition import normalise_le
 from servemetrics.labels import TARGET_LABELS
 from servemetrics.registry import KeyInfo, Registry
-from servemetrics.remote_write import RemoteWriteError, decode_write_request
+from servemetrics.remote_write import RemoteWriteError, RemoteWriteTooLarge, decode_write_request
 from servemetrics.samples import MAX_FUTURE_MS, Sample, SampleBatch
 from servemetrics.types import Labels, labels_of
 
@@ -119,10 +119,14 @@ async def remote_write(
 
     Every series needs ``model_id`` and ``deployment_id`` labels naming a deployment of the caller's
     organization (set them as the sender's ``external_labels`` or with relabelling). Samples with a
-    NaN or infinite value are dropped.
+    NaN or infinite value are dropped. 413 when the body, or the size its snappy header declares
+    decompressed, is over ``limits.remote_write_body_bytes``.
     """
+    limit = service.config.limits.remote_write_body_bytes
     try:
-        samples = _checked_buckets(decode_write_request(await request.body()))
+        samples = _checked_buckets(decode_write_request(await request.body(), limit))
+    except RemoteWriteTooLarge as exc:
+        raise ApiError(413, str(exc)) from exc
     except RemoteWriteError as exc:
         raise bad_request(f"not a usable remote_write 1.0 body: {exc}") from exc
     _check_owner(registry, key, samples)

@@ -12,7 +12,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
-from servemetrics.api.deps import ManageAuth, ManageModel, ReadModel, RegistryDep, resolve_deployment
+from servemetrics.api.deps import (
+    ManageAuth,
+    ManageModel,
+    ReadModel,
+    RegistryDep,
+    ServiceDep,
+    resolve_deployment,
+)
 from servemetrics.api.errors import ApiError
 from servemetrics.api.management_shapes import deployment_v1, model_v1, pointers_of
 from servemetrics.registry import ReplicaInfo
@@ -122,10 +129,16 @@ def list_replicas(registry: RegistryDep, model: ReadModel, deployment_id: str) -
 
 @router.post("/models/{model_id}/deployments/{deployment_id}/replicas", status_code=201)
 def add_replica(
-    registry: RegistryDep, model: ManageModel, deployment_id: str, body: ReplicaCreate
+    service: ServiceDep, model: ManageModel, deployment_id: str, body: ReplicaCreate
 ) -> dict[str, Any]:
-    """Register a replica and its scrape targets (scraped from the next target refresh, within 30 s)."""
+    """Register a replica and its scrape targets (scraped from the next target refresh, within 30 s);
+    400 (``netpolicy.Refused``) for a target the network policy refuses, nothing registered then."""
+    registry = service.registry
     dep = resolve_deployment(registry, model, deployment_id)
+    if service.egress is not None:
+        for url in body.targets:
+            if service.egress.for_target(dep.id, url) is not None:
+                service.egress.targets.check_url(url, "target")
     replica = registry.deployments.ensure_replica(model.id, dep.id, body.id)
     for url in body.targets:
         registry.deployments.ensure_target(model.id, dep.id, body.id, url)

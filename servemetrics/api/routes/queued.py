@@ -69,6 +69,9 @@ async def _submit(request: Request, model_id: str | None, env_name: str) -> JSON
     model = await invoking_model(request, model_id)
     queued = _queued(request)
     model_input, webhook, max_s = parse_body(await request.body(), queued.options)
+    egress = queued.gateway.egress
+    if webhook is not None and egress is not None:
+        await egress.webhooks.check_url_async(webhook, "webhook_endpoint")  # Refused: a 400
     view = queued.gateway.view
     if await view.serving(model.id, env_name) is None:
         raise not_found(f"model {model.id!r} has no environment {env_name!r}")
