@@ -13,6 +13,7 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Path, Request
 
+from servemetrics.api.auth_limit import client_address
 from servemetrics.api.errors import ApiError, forbidden, not_found, unauthorized
 from servemetrics.api.service import Clock, Service
 from servemetrics.gateway import Gateway
@@ -99,14 +100,31 @@ def parse_authorization(header: str | None) -> str:
     return key.strip()
 
 
-def authenticate(
-    registry: RegistryDep, authorization: Annotated[str | None, Header(include_in_schema=False)] = None
-) -> KeyInfo:
-    """The caller's key; 401 when the header is missing, malformed or names no stored key."""
-    key = registry.tenancy.authenticate(parse_authorization(authorization))
+def check_key(service: Service, client: tuple[str, int] | None, authorization: str | None) -> KeyInfo:
+    """The key of an ``Authorization`` header sent from ``client`` (the connection's remote
+    ``(host, port)``), counted by the service's ``FailedAuthLimiter``.
+
+    Raises:
+        ApiError: 401 when the header is missing or malformed (not counted) or names no stored key
+            (counted as a failure of the client); 429 with ``retry_after`` seconds when the client is
+            over the failed-authentication limit (before the key is looked up).
+    """
+    raw, address = parse_authorization(authorization), client_address(client)
+    service.auth_limiter.check(address)
+    key = service.auth_limiter.counted(address, service.registry.tenancy.authenticate(raw))
     if key is None:
         raise unauthorized(f"invalid API key: {_HOW} with a key of your organization")
     return key
+
+
+def authenticate(
+    request: Request,
+    service: ServiceDep,
+    authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
+) -> KeyInfo:
+    """The caller's key (``check_key``): 401 when the header is missing, malformed or names no stored
+    key, 429 when the client address is over the failed-authentication limit."""
+    return check_key(service, request.client, authorization)
 
 
 Auth = Annotated[KeyInfo, Depends(authenticate)]

@@ -14,12 +14,13 @@ import asyncio
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from servemetrics.api.auth_limit import FailedAuthLimiter, unlimited
 from servemetrics.config import Config, apply_config, engine_options
 from servemetrics.gateway import Gateway, GatewayOptions
 from servemetrics.gateway.queued import QueuedOptions, QueuedRequests
@@ -53,6 +54,8 @@ class Service:
         scraper: the scraper, None when scraping is off.
         gateway: the metering proxy, None when the gateway is off.
         queued: queued (async) requests through the gateway, None when the gateway is off.
+        auth_limiter: failed-authentication limiting per client address (``auth_rate_limit``; by
+            default none).
     """
 
     config: Config
@@ -63,6 +66,7 @@ class Service:
     scraper: Scraper | None = None
     gateway: Gateway | None = None
     queued: QueuedRequests | None = None
+    auth_limiter: FailedAuthLimiter = field(default_factory=unlimited)
 
 
 def gateway_target(config: Config) -> Target:
@@ -171,6 +175,8 @@ async def open_service(
         opened = _store_for(config, store)
         stack.callback(opened.close)
         service = Service(config, registry, opened, SelfMetrics(), clock)
+        limit = config.auth_rate_limit
+        service.auth_limiter = FailedAuthLimiter(limit.failures, round(limit.window * 1000), clock)
         if isinstance(opened, SelfMonitored):  # an engine store: queue, sent, failed, retries
             service.metrics.watch_remote_write(opened.remote_write_stats)
         if gateway:
