@@ -133,8 +133,10 @@ class BodyGuard:
 
 
 async def _authenticate_first(scope: Scope) -> None:
-    """Check the request's key (``deps.key_of``: a 401 ``ApiError`` when missing, malformed or unknown)
-    and keep it in the request's state for ``deps.authenticate``."""
-    registry = scope["app"].state.service.registry
-    checked = await anyio.to_thread.run_sync(key_of, registry, _header(scope, b"authorization"))
+    """Check the request's key (``deps.key_of``: a 401 ``ApiError`` when missing, malformed or unknown,
+    429 over the failed-authentication limit) and keep it in the request's state for
+    ``deps.authenticate``."""
+    service = scope["app"].state.service
+    header = _header(scope, b"authorization")
+    checked = await anyio.to_thread.run_sync(key_of, service, scope.get("client"), header)
     scope.setdefault("state", {})[KEY_STATE] = checked

@@ -13,6 +13,7 @@ from typing import Annotated
 
 from fastapi import Depends, Header, Path, Request
 
+from servemetrics.api.auth_limit import client_address
 from servemetrics.api.errors import ApiError, forbidden, not_found, unauthorized
 from servemetrics.api.service import Clock, Service
 from servemetrics.gateway import Gateway
@@ -103,28 +104,43 @@ KEY_STATE = "servemetrics_api_key"
 """Where ``api/bodyguard.BodyGuard`` keeps ``(raw key, KeyInfo)`` of a request it checked first."""
 
 
-def key_of(registry: Registry, authorization: str | None) -> tuple[str, KeyInfo]:
-    """``(raw key, stored key)`` of an ``Authorization`` header; 401 when it is missing, malformed or
-    names no stored key."""
-    raw = parse_authorization(authorization)
-    key = registry.tenancy.authenticate(raw)
+def key_of(
+    service: Service, client: tuple[str, int] | None, authorization: str | None
+) -> tuple[str, KeyInfo]:
+    """``(raw key, stored key)`` of an ``Authorization`` header sent from ``client`` (the connection's
+    remote ``(host, port)``), counted by the service's ``FailedAuthLimiter``.
+
+    Raises:
+        ApiError: 401 when the header is missing or malformed (not counted) or names no stored key
+            (counted as a failure of the client); 429 with ``retry_after`` seconds when the client is
+            over the failed-authentication limit (before the key is looked up).
+    """
+    raw, address = parse_authorization(authorization), client_address(client)
+    service.auth_limiter.check(address)
+    key = service.auth_limiter.counted(address, service.registry.tenancy.authenticate(raw))
     if key is None:
         raise unauthorized(f"invalid API key: {_HOW} with a key of your organization")
     return raw, key
 
 
+def check_key(service: Service, client: tuple[str, int] | None, authorization: str | None) -> KeyInfo:
+    """The stored key of an ``Authorization`` header from ``client`` (``key_of``; same errors)."""
+    return key_of(service, client, authorization)[1]
+
+
 def authenticate(
     request: Request,
-    registry: RegistryDep,
+    service: ServiceDep,
     authorization: Annotated[str | None, Header(include_in_schema=False)] = None,
 ) -> KeyInfo:
-    """The caller's key (the one ``BodyGuard`` already checked, when it did); 401 when the header is
-    missing, malformed or names no stored key."""
+    """The caller's key: the one ``BodyGuard`` already checked when it did, else ``check_key`` (401 when
+    the header is missing, malformed or names no stored key, 429 when the client address is over the
+    failed-authentication limit)."""
     checked = getattr(request.state, KEY_STATE, None)
     if checked is not None and authorization is not None and checked[0] == parse_authorization(authorization):
         key: KeyInfo = checked[1]
         return key
-    return key_of(registry, authorization)[1]
+    return check_key(service, request.client, authorization)
 
 
 Auth = Annotated[KeyInfo, Depends(authenticate)]

@@ -15,12 +15,13 @@ import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
 from contextlib import AsyncExitStack, asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from servemetrics.api.auth_limit import FailedAuthLimiter, unlimited
 from servemetrics.config import Config, apply_config, egress_of, engine_options
 from servemetrics.gateway import Gateway, GatewayOptions
 from servemetrics.gateway.queued import QueuedOptions, QueuedRequests
@@ -56,6 +57,8 @@ class Service:
         gateway: the metering proxy, None when the gateway is off.
         queued: queued (async) requests through the gateway, None when the gateway is off.
         egress: the network policies of tenant-supplied URLs (``config.egress_of``).
+        auth_limiter: failed-authentication limiting per client address (``auth_rate_limit``; by
+            default none).
     """
 
     config: Config
@@ -67,6 +70,7 @@ class Service:
     gateway: Gateway | None = None
     queued: QueuedRequests | None = None
     egress: Egress | None = None
+    auth_limiter: FailedAuthLimiter = field(default_factory=unlimited)
 
 
 def gateway_target(config: Config) -> Target:
@@ -206,6 +210,8 @@ async def open_service(
         opened = _store_for(config, store)
         stack.callback(opened.close)
         service = Service(config, registry, opened, SelfMetrics(), clock, egress=egress_of(config))
+        limit = config.auth_rate_limit
+        service.auth_limiter = FailedAuthLimiter(limit.failures, round(limit.window * 1000), clock)
         if isinstance(opened, SelfMonitored):  # an engine store: queue, sent, failed, retries
             service.metrics.watch_remote_write(opened.remote_write_stats)
         if gateway:

@@ -4,8 +4,8 @@ Keys (defaults in brackets; docs/configuration.md has an example of each): ``lis
 ``data_dir`` [./data], ``scrape_interval`` [15s], ``scrape_timeout`` [10s], ``retention`` [15d],
 ``registry_url`` [sqlite:///<data_dir>/registry.sqlite3], ``store`` [kind: duckdb], ``organizations``,
 ``models``, ``loops``
-(trainer deployments, docs/loops.md), ``network`` (where tenant-supplied URLs may lead, docs/security.md)
-and ``limits`` (request body sizes).
+(trainer deployments, docs/loops.md), ``network`` (where tenant-supplied URLs may lead, docs/security.md),
+``limits`` (request body sizes) and ``auth_rate_limit`` [failures: 30, window: 60s].
 Durations are seconds (``15``) or a number with a unit ``ms s m h d`` (``15s``, ``15d``) and are held as
 float seconds. Every mistake raises ``ConfigError`` naming the key and what to write instead.
 

@@ -338,6 +338,15 @@ class LimitsConfig(_Strict):
     import_body_bytes: Annotated[int, byte_size(1024, 1 << 40)] = 1024 * MiB
 
 
+class AuthRateLimitConfig(_Strict):
+    """Failed-authentication limiting per client address (docs/security.md): after ``failures``
+    requests with a key that is not stored within ``window`` (float seconds), every authenticated request
+    from that address is a 429 until the oldest of them is ``window`` old. ``failures: 0`` turns it off."""
+
+    failures: int = Field(default=30, ge=0, le=1_000_000)
+    window: Annotated[Duration, bounded((1.0, "1s"), (86400.0, "1d"))] = 60.0
+
+
 class Config(_Strict):
     """The whole file. ``registry_url`` is filled from ``data_dir`` when absent."""
 
@@ -355,6 +364,7 @@ class Config(_Strict):
     loops: list[TrainerDeploymentConfig] = []
     network: NetworkConfig = NetworkConfig()
     limits: LimitsConfig = LimitsConfig()
+    auth_rate_limit: AuthRateLimitConfig = AuthRateLimitConfig()
 
     @field_validator("registry_url")
     @classmethod

@@ -15,7 +15,6 @@ from servemetrics.registry.events import deployment_context
 from servemetrics.registry.records import (
     AUTOSCALING_RANGES,
     AutoscalingSettings,
-    Conflict,
     DeploymentInfo,
     InvalidValue,
     NotFound,
@@ -104,7 +103,8 @@ class Deployments:
         """Create a deployment and record DEPLOYED (details: name, instance type, target environment).
 
         ``instance_type`` defaults to ``instance_type_name(gpu_type, gpu_count)``. Raises NotFound (no such
-        model), Conflict (the id is taken) or InvalidValue (unknown status).
+        model), Conflict (the id is a deployment's or a trainer deployment's of any organization:
+        ``rows.id_taken``) or InvalidValue (unknown status).
         """
         if status not in t.DEPLOYMENT_STATUSES:
             raise InvalidValue(
@@ -113,8 +113,8 @@ class Deployments:
         at = self._core.at(at_ms)
         itype = instance_type or instance_type_name(gpu_type, gpu_count)
         with self._core.write(model_id) as conn:
-            if rows.deployment_exists(conn, deployment_id):
-                raise Conflict(f"deployment {deployment_id!r} already exists")
+            if rows.deployment_exists(conn, deployment_id) or rows.trainer_exists(conn, deployment_id):
+                raise rows.id_taken("deployment", deployment_id)
             new = {
                 "instance_type_name": itype,
                 "gpu_type": gpu_type,

@@ -12,7 +12,7 @@ from typing import Any
 from sqlalchemy import Connection, Row, select
 
 from servemetrics.registry import tables as t
-from servemetrics.registry.records import EnvironmentInfo, NotFound, PromotionInfo
+from servemetrics.registry.records import Conflict, EnvironmentInfo, NotFound, PromotionInfo
 
 
 def model_exists(conn: Connection, model_id: str) -> None:
@@ -39,6 +39,22 @@ def deployment_exists(conn: Connection, deployment_id: str) -> bool:
     """Whether any model has a deployment with id ``deployment_id`` (ids are unique in the registry)."""
     d = t.deployments
     return conn.execute(select(d.c.id).where(d.c.id == deployment_id)).first() is not None
+
+
+def trainer_exists(conn: Connection, trainer_id: str) -> bool:
+    """Whether any organization has a trainer (Loops) deployment with id ``trainer_id``."""
+    td = t.trainer_deployments
+    return conn.execute(select(td.c.id).where(td.c.id == trainer_id)).first() is not None
+
+
+def id_taken(what: str, value: str) -> Conflict:
+    """The one Conflict for an id already in use: ``<what> id '<value>' is taken; choose another id``.
+
+    The same words whoever holds the id (the caller's organization or another) and whichever kind
+    (model deployments and trainer deployments share one id space: their series carry the id as
+    ``deployment_id``), so the refusal tells nothing about another organization (docs/management.md
+    "Ids are global")."""
+    return Conflict(f"{what} id {value!r} is taken; choose another id")
 
 
 def deployment_of(conn: Connection, model_id: str, deployment_id: str) -> Row[Any] | None:

@@ -2,7 +2,8 @@
 the nodes' scrape targets and GPU ranks, and the link to the sampler's model deployment (docs/loops.md).
 
 A trainer deployment belongs to an organization. Its series carry ``deployment_id = <trainer id>`` and
-``node_id`` (attached at scrape time), so trainer ids must not be model deployment ids.
+``node_id`` (attached at scrape time), so trainer ids must not be model deployment ids: both kinds
+share one id space, checked here and in ``Deployments.create_deployment``.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from servemetrics.registry import rows
 from servemetrics.registry import tables as t
 from servemetrics.registry._base import RegistryCore
 from servemetrics.registry.records import (
-    Conflict,
     InvalidValue,
     NotFound,
     TrainerDeploymentInfo,
@@ -87,7 +87,8 @@ class Trainers:
 
         Raises:
             NotFound: no such organization, sampler model or sampler deployment.
-            Conflict: the id is another organization's trainer or a model deployment's id.
+            Conflict: the id is another organization's trainer or any model deployment's id
+                (``rows.id_taken``: the same words in each case).
             InvalidValue: see ``check_nodes``; a sampler deployment without its model.
         """
         check_nodes(trainer_id, nodes)
@@ -95,7 +96,7 @@ class Trainers:
             org_id = rows.must_organization(conn, organization)
             self._check_sampler(conn, org_id, sampler_model_id, sampler_deployment_id)
             if rows.deployment_exists(conn, trainer_id):
-                raise Conflict(f"{trainer_id!r} is a model deployment's id; give the trainer another id")
+                raise rows.id_taken("trainer deployment", trainer_id)
             td = t.trainer_deployments
             row = conn.execute(select(td).where(td.c.id == trainer_id)).first()
             values = dict(
@@ -108,7 +109,7 @@ class Trainers:
                     )
                 )
             elif row.organization_id != org_id:
-                raise Conflict(f"trainer deployment id {trainer_id!r} is taken; choose another id")
+                raise rows.id_taken("trainer deployment", trainer_id)
             else:
                 conn.execute(update(td).where(td.c.id == trainer_id).values(**values))
             self._replace_nodes(conn, trainer_id, nodes)
@@ -188,6 +189,13 @@ class Trainers:
         if info is None or (org_id is not None and info.organization_id != org_id):
             return None
         return info
+
+    def shares_deployment_id(self, trainer_id: str) -> bool:
+        """Whether a model deployment (of any organization) has the id ``trainer_id``: possible only in a
+        registry written before ids were checked across kinds; such a trainer's series cannot be told
+        apart from that deployment's."""
+        with self._core.read() as conn:
+            return rows.deployment_exists(conn, trainer_id)
 
     def list_trainer_deployments(
         self, org_id: int, sampler_model_id: str | None = None

@@ -375,7 +375,9 @@ def test_a_registry_refusal_is_a_config_error_and_changes_nothing(registry: Regi
     before = _counts(registry)
     with pytest.raises(ConfigError) as err:
         apply_config(_parse(CONFIG), registry)  # type: ignore[arg-type]
-    assert str(err.value) == "cannot apply the config to the registry: deployment 'd2' already exists"
+    assert str(err.value) == (
+        "cannot apply the config to the registry: deployment id 'd2' is taken; choose another id"
+    )
     assert _counts(registry) == before
 
 

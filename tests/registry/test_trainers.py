@@ -88,11 +88,14 @@ def test_invalid_nodes(registry: Registry, org: int, nodes, error, message) -> N
 
 
 def test_ids_and_samplers_are_checked(registry: Registry, org: int) -> None:
-    with pytest.raises(Conflict, match="model deployment's id"):
+    taken = "trainer deployment id {!r} is taken; choose another id"
+    with pytest.raises(Conflict) as err:  # a model deployment's id: the same words as any taken id
         registry.trainers.put_trainer_deployment("acme", "d1", "trainer", NODES)
+    assert str(err.value) == taken.format("d1")
     registry.trainers.put_trainer_deployment("other", "tx", "trainer", NODES)
-    with pytest.raises(Conflict, match="is taken"):
+    with pytest.raises(Conflict) as err:
         registry.trainers.put_trainer_deployment("acme", "tx", "trainer", NODES)
+    assert str(err.value) == taken.format("tx")
     with pytest.raises(NotFound, match="no organization"):
         registry.trainers.put_trainer_deployment("nobody", "t9", "trainer", NODES)
     with pytest.raises(NotFound, match="no model 'm1' in the trainer's organization"):

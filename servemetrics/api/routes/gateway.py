@@ -25,6 +25,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from servemetrics.api.auth_limit import client_address
 from servemetrics.api.deps import GatewayDep, gateway_of, parse_authorization, service_of
 from servemetrics.api.errors import ApiError, forbidden, not_found, unauthorized
 from servemetrics.gateway import Gateway
@@ -43,10 +44,14 @@ def _gateway(request: Request) -> Gateway:
 
 
 async def invoking_model(request: Request, model_id: str | None) -> ModelInfo:
-    """The model the caller may invoke: 401 bad key, 404 unknown / another organization's, 403 a key
+    """The model the caller may invoke: 401 bad key, 429 a client address over the failed-authentication
+    limit (``FailedAuthLimiter``, as every other path), 404 unknown / another organization's, 403 a key
     type that may not invoke it. ``model_id`` None: taken from the ``Host`` header."""
     view = _gateway(request).view
-    key = await view.key(parse_authorization(request.headers.get("authorization")))
+    limiter, address = service_of(request).auth_limiter, client_address(request.client)
+    raw = parse_authorization(request.headers.get("authorization"))
+    limiter.check(address)
+    key = limiter.counted(address, await view.key(raw))
     if key is None:
         raise unauthorized(
             "invalid API key: send `Authorization: Api-Key <key>` with a key of your organization"

@@ -69,8 +69,22 @@ def readable_trainer(
     registry: RegistryDep, key: Auth, deployment_id: Annotated[str, Path()]
 ) -> TrainerDeploymentInfo:
     """The path's trainer deployment (``resolve_trainer``), resolved before the body is read: an unknown
-    trainer is a 404 whatever the body."""
-    return resolve_trainer(registry, key, deployment_id)
+    trainer is a 404 whatever the body.
+
+    Raises:
+        ApiError: 409 when a model deployment has the trainer's id (only in a registry written before ids
+            were checked across kinds): the trainer's series cannot be told apart from that deployment's,
+            so none are answered.
+    """
+    trainer = resolve_trainer(registry, key, deployment_id)
+    if registry.trainers.shares_deployment_id(trainer.id):
+        raise ApiError(
+            409,
+            f"trainer deployment {shown_id(trainer.id)!r} has the id of a model deployment registered before "
+            "ids were checked across kinds, so its series cannot be told apart from that deployment's; "
+            "declare the trainer under another id",
+        )
+    return trainer
 
 
 def _node_v1(node: TrainerNode) -> dict[str, Any]:

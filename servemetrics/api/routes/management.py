@@ -14,7 +14,14 @@ from typing import Any
 
 from fastapi import APIRouter
 
-from servemetrics.api.deps import Auth, ManageModel, ReadModel, RegistryDep, resolve_deployment
+from servemetrics.api.deps import (
+    Auth,
+    ManageModel,
+    ReadModel,
+    RegistryDep,
+    require_org_metrics_read,
+    resolve_deployment,
+)
 from servemetrics.api.management_bodies import AutoscalingUpdate, BackpressureUpdate
 from servemetrics.api.management_shapes import deployment_v1, model_v1, pointers_of
 from servemetrics.registry import can_read_metrics
@@ -25,7 +32,9 @@ SUCCESS = {"success": True}
 
 @router.get("/models")
 def list_models(registry: RegistryDep, key: Auth, name: str | None = None) -> dict[str, Any]:
-    """``ModelsV1``: the caller's organization's models the key may read (``?name=`` filters)."""
+    """``ModelsV1``: the caller's organization's models the key may read (``?name=`` filters); 403 for a
+    key type that may read none (``WORKSPACE_INVOKE``, ``WORKSPACE_MANAGE_API_KEYS``)."""
+    require_org_metrics_read(key, "models")
     models = [
         m for m in registry.tenancy.list_models(key.organization_id, name) if can_read_metrics(key, m.id)
     ]
