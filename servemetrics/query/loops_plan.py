@@ -6,9 +6,9 @@ Rules (spec ``loops-deployment-metrics.md``; DESIGN "Query semantics" for the wi
 - ``step_seconds``: when absent, the SERIES ladder step of the window (1 h -> 30 s, 24 h -> 5 min, 7 d ->
   30 min; ``windows.pick_step``), raised to ``scrape_step`` of the scrape interval when the interval is
   longer; when given, 1..604,800, at least the scrape interval (rounded up to whole seconds) and giving at
-  most ``MAX_POINTS`` points. A step shorter than the scrape interval has no sample in most points: a
-  counter's whole scrape-interval increase lands in the one point holding its later sample and is divided
-  by that point's few seconds, overstating rates (docs/loops.md "Step and scrape interval").
+  most ``MAX_POINTS`` points. A step shorter than the scrape interval has no gauge sample in most points
+  (counters are spread over their pairs and would read right, but memory, GPU and utilisation would be
+  mostly gaps) (docs/loops.md "Step and scrape interval").
 - ``time_divisor_seconds``: the unit of request volumes (60: requests per minute); default 1 (per second);
   1..604,800.
 - Points (value sets) start at the window start and at every multiple of the step since the epoch inside
@@ -121,7 +121,7 @@ def build_loops_plan(
     if step_s is not None and step_s < scrape_interval_s:
         raise LoopsRequestError(
             f"step_seconds={step_s} is shorter than the scrape interval ({scrape_interval_s:g} s): most "
-            f"points would hold no sample and the others a whole interval's increase, overstating rates; "
+            "points would hold no sample of the gauges (memory, GPU, utilisation), only gaps; "
             f"use step_seconds >= {least_step}, or omit step_seconds"
         )
     window = resolve_window(Mode.SERIES, start_ms, end_ms, now_ms)

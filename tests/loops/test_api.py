@@ -255,7 +255,7 @@ def _leader_cpu(every_s: int, cores: float) -> list[Sample]:
     return [Sample(CPU, lab, cores * t, at(t)) for t in range(-every_s, 600, every_s)]
 
 
-def test_a_step_below_the_scrape_interval_is_400_not_an_overstated_rate(tmp_path):
+def test_a_step_below_the_scrape_interval_is_400_not_gauge_gaps(tmp_path):
     # regression: 5 s scrapes, step 1 s: four of five points had no sample, the fifth a 5 s increase / 1 s
     # (0.5 cores read as 2.5). Now a 400 naming the minimum; step 5 s gives 0.5 cores in each of 120 points
     with _client_scraping_every(tmp_path, "5s", _leader_cpu(5, 0.5)) as c:
@@ -263,7 +263,7 @@ def test_a_step_below_the_scrape_interval_is_400_not_an_overstated_rate(tmp_path
         assert resp.status_code == 400
         assert resp.json() == {
             "error": "step_seconds=1 is shorter than the scrape interval (5 s): most points would hold no "
-            "sample and the others a whole interval's increase, overstating rates; use step_seconds >= 5, "
+            "sample of the gauges (memory, GPU, utilisation), only gaps; use step_seconds >= 5, "
             "or omit step_seconds"
         }
         assert post(c, body={**TEN_MINUTES, "step_seconds": 4}).status_code == 400

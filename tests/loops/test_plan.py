@@ -79,7 +79,7 @@ def test_a_step_below_the_scrape_interval_is_refused(scrape, step, least):
         plan(start=T0, end=T0 + HOUR, step=step, scrape=scrape)
     assert str(err.value) == (
         f"step_seconds={step} is shorter than the scrape interval ({scrape:g} s): most points would hold "
-        "no sample and the others a whole interval's increase, overstating rates; "
+        "no sample of the gauges (memory, GPU, utilisation), only gaps; "
         f"use step_seconds >= {least}, or omit step_seconds"
     )
     assert plan(start=T0, end=T0 + HOUR, step=least, scrape=scrape).step_s == least
