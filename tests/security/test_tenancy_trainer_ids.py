@@ -32,7 +32,7 @@ WINDOW = {
     "time_divisor_seconds": 60,
 }
 VICTIM_VOLUME = [138.0, 0.0, 0.0, 0.0]  # 2.3 req/s x 60 in point 0 (tests/loops/data.py), then 0
-VICTIM_CPU = [3.5, 3.5, 3.5, 3.5]
+VICTIM_CPU = [3.5, 3.5, 3.5, 1.75]  # the last point holds only the pair (90, 105] (tests/loops/data.py)
 
 
 def declarations() -> dict:
