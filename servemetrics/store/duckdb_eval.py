@@ -373,18 +373,14 @@ def _raw_increases(
     """Each raw piece's counted deltas; a sample in a piece whose true previous sample the stream lacks
     (after a gap longer than the fetch) gets it from ``read_previous``."""
     cell, value_set, first, end = _raw_grid(ev, stream)
-    n = stream.ts.size
-    mark = np.zeros(n + 1, dtype=np.int64)
-    np.add.at(mark, first, 1)
-    np.add.at(mark, end, -1)
-    at, before = deltas.unknown(np.cumsum(mark)[:n] > 0)
+    at, before = deltas.unknown_in(first, end)
     if at.size:
         found, _, p_val = ev.read_previous(stream.sidx[at], before)
         deltas.resolve(at, stream.val[at], found, p_val)
-    value = _range_sum_ext(np.append(deltas.d, 0.0), first, end)
-    pairs = _range_sum_ext(np.append(deltas.counted, 0).astype(np.float64), first, end)
+    value = _range_sum_ext(deltas.d_ext, first, end)
+    pairs = (end - first) - deltas.uncounted_in(first, end)
     # a pair ending on the value set's start lies before it: it gives the value set no data
-    head = np.minimum(first, max(n - 1, 0))
+    head = np.minimum(first, max(stream.ts.size - 1, 0))
     on_start = (end > first) & (stream.ts[head] == _starts(ev.sel)[value_set]) & deltas.near[head]
     _accumulate(total, count, cell, value, pairs - on_start)
 

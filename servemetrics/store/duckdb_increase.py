@@ -17,7 +17,6 @@ import numpy as np
 
 from servemetrics.store.base import COUNTER_GAP_MS
 from servemetrics.store.duckdb_rollups import RollupIndex
-from servemetrics.store.duckdb_schema import counted, counter_deltas
 
 
 class StreamDeltas:
@@ -36,27 +35,44 @@ class StreamDeltas:
         self, sidx: np.ndarray, ts: np.ndarray, val: np.ndarray, virtual: np.ndarray, fetch_starts: np.ndarray
     ) -> None:
         n = ts.size
-        same = np.zeros(n, dtype=bool)
-        same[1:] = sidx[1:] == sidx[:-1]
-        gap = np.zeros(n, dtype=np.int64)
-        gap[1:] = ts[1:] - ts[:-1]
-        self.gap = gap
-        self.near = same & (gap <= COUNTER_GAP_MS)
-        rng = np.searchsorted(fetch_starts, ts, side="right")
-        known = same.copy()
-        known[1:] &= (rng[1:] == rng[:-1]) | virtual[:-1] | self.near[1:]
-        self.known = known
-        p_ts, p_val = np.zeros(n, dtype=np.int64), np.zeros(n)
-        p_ts[1:], p_val[1:] = ts[:-1], val[:-1]
-        self.d = counter_deltas(ts, val, p_ts, p_val, known)
-        self.counted = counted(ts, val, p_ts, p_val, known)
-        self._range_start = np.concatenate(([np.iinfo(np.int64).min], fetch_starts))[rng]
+        self.gap = np.zeros(n, dtype=np.int64)
+        np.subtract(ts[1:], ts[:-1], out=self.gap[1:])
+        near = np.zeros(n, dtype=bool)
+        np.equal(sidx[1:], sidx[:-1], out=near[1:])
+        near &= self.gap <= COUNTER_GAP_MS
+        self.near = near
+        self.d_ext = np.zeros(n + 1)  # one extra 0 at the end, for range sums
+        d = self.d_ext[:n]
+        np.subtract(val[1:], val[:-1], out=d[1:])
+        np.copyto(d, val, where=d < 0)  # a drop is a reset: the delta is the new value
+        # the rest is rare: a series' first sample in the stream, and samples after a longer gap
+        other = np.flatnonzero(~near)
+        d[other] = 0.0
+        self.d = d
+        self.counted = near.copy()
+        prev = np.maximum(other - 1, 0)
+        same = (other > 0) & (sidx[prev] == sidx[other])
+        rng = np.searchsorted(fetch_starts, ts[other], side="right")
+        known = same & (virtual[prev] | (rng == np.searchsorted(fetch_starts, ts[prev], side="right")))
+        self.known = np.ones(n, dtype=bool)
+        self.known[other] = known
+        self._other, self._other_start = other, np.concatenate(([np.iinfo(np.int64).min], fetch_starts))[rng]
+        at = other[known]
+        self.resolve(at, val[at], np.ones(at.size, dtype=bool), val[prev[known]])
 
-    def unknown(self, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The positions among ``wanted`` (a mask) without a known previous sample, and for each the start
-        of its fetched range (its true previous sample lies before it)."""
-        at = np.flatnonzero(wanted & ~self.known)
-        return at, self._range_start[at]
+    def unknown_in(self, first: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The positions inside the ranges ``[first, end)`` without a known previous sample, and
+        for each the start of its fetched range (its true previous sample lies before it)."""
+        pick = ~self.known[self._other]
+        at, start = self._other[pick], self._other_start[pick]
+        inside = _inside(at, first, end)
+        return at[inside], start[inside]
+
+    def uncounted_in(self, first: np.ndarray, end: np.ndarray) -> np.ndarray:
+        """Per range ``[first, end)``: how many of its samples give no data (``counted`` is false)."""
+        off = self._other[~self.counted[self._other]]
+        gone: np.ndarray = np.searchsorted(off, end) - np.searchsorted(off, first)
+        return gone
 
     def resolve(self, at: np.ndarray, val: np.ndarray, found: np.ndarray, p_val: np.ndarray) -> None:
         """Set ``d`` of the samples ``at`` (values ``val``) from their true previous values ``p_val`` (where
@@ -65,6 +81,16 @@ class StreamDeltas:
             drop = found & ~(val >= p_val)
         self.d[at] = np.where(drop, val, 0.0)
         self.counted[at] = drop & (val != 0)
+
+
+def _inside(at: np.ndarray, first: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Per position of ``at``: whether it lies in one of the ranges ``[first, end)`` (they may overlap)."""
+    keep = end > first
+    order = np.argsort(first[keep])
+    lo, hi = first[keep][order], np.maximum.accumulate(end[keep][order]) if keep.any() else end[keep]
+    k = np.searchsorted(lo, at, side="right") - 1
+    inside: np.ndarray = (k >= 0) & (at < hi[np.maximum(k, 0)]) if lo.size else np.zeros(at.size, dtype=bool)
+    return inside
 
 
 def raw_edge_parts(
