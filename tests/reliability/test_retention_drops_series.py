@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from servemetrics.samples import Sample, SampleBatch
 from servemetrics.store.base import Reducer, Selection, Store, ValueSet
 from servemetrics.store.duckdb import DuckDBStore
+from servemetrics.types import labels_of
 from tests.store.helpers import HOUR, T0, batch
 
 GAUGE = "baseten_concurrent_requests"
@@ -23,8 +25,8 @@ def _last(store: Store, replica: str, at_ms: int) -> float | None:
 def _fill(store: Store, one_off: int) -> None:
     """``one_off`` series with one sample at ``T0`` (r0 …), then the steady ``keep`` sampled at ``T0`` and
     three hours later."""
-    for i in range(one_off):
-        store.append(batch(GAUGE, {"deployment_id": "d1", "replica": f"r{i}"}, [(T0, float(i))]))
+    labels = [labels_of({"deployment_id": "d1", "replica": f"r{i}"}) for i in range(one_off)]
+    store.append(SampleBatch.from_samples(Sample(GAUGE, lab, float(i), T0) for i, lab in enumerate(labels)))
     store.append(batch(GAUGE, {"deployment_id": "d1", "replica": "keep"}, [(T0, 1.0), (T0 + 3 * HOUR, 7.0)]))
 
 
