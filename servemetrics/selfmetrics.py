@@ -61,6 +61,8 @@ class SelfMetrics:
         query_latency: histogram of metrics-query latency in seconds, by ``mode``.
         targets: gauge of configured scrape targets.
         target_up: per target (``SCRAPE_TARGET_LABELS``), 1 when its last scrape succeeded.
+        refused_samples: counter of samples of new series refused by the active-series limit, by
+            ``organization`` (config ``limits.series_per_organization``).
     """
 
     def __init__(self) -> None:
@@ -98,6 +100,12 @@ class SelfMetrics:
             "servemetrics_target_up",
             "1 when the last scrape of the target succeeded, else 0.",
             SCRAPE_TARGET_LABELS,
+            registry=r,
+        )
+        self.refused_samples = Counter(
+            "servemetrics_series_limit_refused_samples",
+            "Samples of new series refused: their organization was at limits.series_per_organization.",
+            ["organization"],
             registry=r,
         )
 

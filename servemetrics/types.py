@@ -6,6 +6,8 @@
 - ``Matchers``: ``(label, value)`` pairs a selected series must carry.
 - ``labels_of``: the canonical ``Labels`` of a mapping.
 - ``redact_url``: a URL as it may be shown (API responses, logs, metric labels): its password is ``***``.
+- ``escape_log``: outside text (scraped bodies, answers of replicas and engines) made safe to quote in a
+  log line: control characters escaped, so a body cannot start a fake log line or colour the terminal.
 """
 
 from __future__ import annotations
@@ -42,3 +44,22 @@ def redact_url(url: str) -> str:
         return url
     user = userinfo.partition(":")[0]
     return f"{scheme}://{user}:{REDACTED}@{hostport}{tail}"
+
+
+_LOG_ESCAPES = {
+    **{c: f"\\x{c:02x}" for c in [*range(0x20), 0x7F, *range(0x80, 0xA0)]},
+    0x09: "\\t",
+    0x0A: "\\n",
+    0x0D: "\\r",
+    0x2028: "\\u2028",
+    0x2029: "\\u2029",
+}
+
+
+def escape_log(text: str) -> str:
+    """``text`` with every control character written as an escape: ``\\r``, ``\\n``, ``\\t``,
+    ``\\x1b`` (C0, DEL and C1 as ``\\xNN``) and the Unicode line and paragraph separators as
+    ``\\u2028`` / ``\\u2029``; everything else (backslashes included) is kept. For every log line that
+    quotes outside input (scrape errors, answers of replicas, webhooks and engines): one log record stays
+    one line and holds no terminal escape sequence. Never raises."""
+    return text.translate(_LOG_ESCAPES)

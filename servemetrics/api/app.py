@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Callable
 from fastapi import FastAPI
 
 from servemetrics import __version__
-from servemetrics.api.bodyguard import BodyGuard, BodyLimits
+from servemetrics.api.bodyguard import BODY_LIMITS, BodyGuard, BodyLimits
 from servemetrics.api.errors import install_error_handlers
 from servemetrics.api.routes import (
     catalog,
@@ -86,5 +86,6 @@ def create_app(
         app.include_router(gateway_routes.router)
         app.include_router(queued.router)
         app.add_middleware(gateway_routes.InferenceRouter)
-    app.add_middleware(BodyGuard, limits=BodyLimits(**config.limits.model_dump()))  # outermost
+    limits = BodyLimits(**config.limits.model_dump(include=set(BODY_LIMITS)))
+    app.add_middleware(BodyGuard, limits=limits)  # outermost
     return app

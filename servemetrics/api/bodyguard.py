@@ -15,7 +15,7 @@ request body (docs/security.md "Request bodies").
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import anyio
 from starlette.exceptions import HTTPException
@@ -55,6 +55,10 @@ class BodyLimits:
         if is_inference(path):
             return self.inference_body_bytes, "limits.inference_body_bytes"
         return self.max_body_bytes, "limits.max_body_bytes"
+
+
+BODY_LIMITS = frozenset(f.name for f in fields(BodyLimits))
+"""The keys of config ``limits`` that ``BodyLimits`` takes (the others count samples and series)."""
 
 
 def is_inference(path: str) -> bool:

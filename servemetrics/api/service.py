@@ -22,14 +22,17 @@ from typing import Any
 import httpx
 
 from servemetrics.api.auth_limit import FailedAuthLimiter, unlimited
+from servemetrics.api.series_limit import ActiveSeries
 from servemetrics.config import Config, apply_config, egress_of, engine_options
 from servemetrics.gateway import Gateway, GatewayOptions
 from servemetrics.gateway.queued import QueuedOptions, QueuedRequests
 from servemetrics.gateway.queued_store import QueuedStore
+from servemetrics.ingest.scrape_limits import ScrapeLimits
 from servemetrics.ingest.scraper import Scraper, Target
 from servemetrics.ingest.targets import targets_from_registry
 from servemetrics.netpolicy import Egress, guarded_client
 from servemetrics.registry import Registry
+from servemetrics.samples import SampleBatch
 from servemetrics.selfmetrics import SelfMetrics
 from servemetrics.store import Store, open_store
 from servemetrics.store.base import SelfMonitored
@@ -59,6 +62,8 @@ class Service:
         egress: the network policies of tenant-supplied URLs (``config.egress_of``).
         auth_limiter: failed-authentication limiting per client address (``auth_rate_limit``; by
             default none).
+        series_limit: active series per organization (``limits.series_per_organization``; by default
+            none): every ingest path passes its batches through ``series_limit.admit``.
     """
 
     config: Config
@@ -71,6 +76,17 @@ class Service:
     queued: QueuedRequests | None = None
     egress: Egress | None = None
     auth_limiter: FailedAuthLimiter = field(default_factory=unlimited)
+    series_limit: ActiveSeries = field(default_factory=lambda: ActiveSeries(0, lambda _: None, wall_clock_ms))
+
+    def append(self, batch: SampleBatch) -> int:
+        """Store ``batch`` without the series the active-series limit refuses; the samples stored."""
+        return self.store.append(self.series_limit.admit(batch))
+
+
+def _org_of(registry: Registry, model_id: str) -> str | None:
+    """The organization of model ``model_id``, None when the registry has no such model."""
+    model = registry.tenancy.model(model_id, None)
+    return None if model is None else model.organization_name
 
 
 def gateway_target(config: Config) -> Target:
@@ -169,11 +185,12 @@ async def _scraper(stack: AsyncExitStack, service: Service) -> Scraper:
     checked = await stack.enter_async_context(guarded_client(egress.targets))
     scraper = Scraper(
         client,
-        service.store.append,
+        service.append,
         config.scrape_interval,
         config.scrape_timeout,
         service.metrics,
         client_of=functools.partial(_scrape_client, egress, client, checked),
+        limits=ScrapeLimits(**config.scrape_limits()),
     )
     stack.push_async_callback(scraper.stop)
     return scraper
@@ -212,6 +229,12 @@ async def open_service(
         service = Service(config, registry, opened, SelfMetrics(), clock, egress=egress_of(config))
         limit = config.auth_rate_limit
         service.auth_limiter = FailedAuthLimiter(limit.failures, round(limit.window * 1000), clock)
+        service.series_limit = ActiveSeries(
+            config.limits.series_per_organization,
+            functools.partial(_org_of, registry),
+            clock,
+            service.metrics,
+        )
         if isinstance(opened, SelfMonitored):  # an engine store: queue, sent, failed, retries
             service.metrics.watch_remote_write(opened.remote_write_stats)
         if gateway:

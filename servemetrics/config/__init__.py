@@ -1,11 +1,14 @@
 """The YAML config file: ``load_config(path) -> Config`` and ``apply_config(config, registry)``.
 
 Keys (defaults in brackets; docs/configuration.md has an example of each): ``listen`` [127.0.0.1:8321],
-``data_dir`` [./data], ``scrape_interval`` [15s], ``scrape_timeout`` [10s], ``retention`` [15d],
+``data_dir`` [./data], ``scrape_interval`` [15s], ``scrape_timeout`` [10s], the scrape limits
+``body_size_limit`` [64MiB], ``sample_limit`` [1000000], ``label_limit`` [64], ``label_name_length_limit``
+[1024], ``label_value_length_limit`` [16384], ``retention`` [15d],
 ``registry_url`` [sqlite:///<data_dir>/registry.sqlite3], ``store`` [kind: duckdb], ``organizations``,
 ``models``, ``loops``
 (trainer deployments, docs/loops.md), ``network`` (where tenant-supplied URLs may lead, docs/security.md),
-``limits`` (request body sizes) and ``auth_rate_limit`` [failures: 30, window: 60s].
+``limits`` (request body sizes, samples per push request, active series per organization) and
+``auth_rate_limit`` [failures: 30, window: 60s].
 Durations are seconds (``15``) or a number with a unit ``ms s m h d`` (``15s``, ``15d``) and are held as
 float seconds. Every mistake raises ``ConfigError`` naming the key and what to write instead.
 

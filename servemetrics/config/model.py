@@ -54,6 +54,14 @@ MAX_GPU_RANK = 1023
 """The largest GPU rank (DCGM ``gpu`` index) a trainer node may declare."""
 MiB = 1 << 20
 """Bytes in a MiB (the ``limits`` defaults)."""
+SCRAPE_LIMITS = (
+    "body_size_limit",
+    "sample_limit",
+    "label_limit",
+    "label_name_length_limit",
+    "label_value_length_limit",
+)
+"""The top-level keys that limit one scrape, as Prometheus names them (docs/configuration.md)."""
 
 
 class _Strict(BaseModel):
@@ -330,12 +338,16 @@ class NetworkConfig(_Strict):
 
 class LimitsConfig(_Strict):
     """Request body limits in bytes (``1048576`` or ``1MiB``): every API body, the gateway's inference
-    bodies, remote_write (the body and the size it declares decompressed) and ``/v1/import``."""
+    bodies, remote_write (the body and the size it declares decompressed) and ``/v1/import``; samples per
+    remote_write and import request; active series (seen in the last hour) per organization (0: off)."""
 
     max_body_bytes: Annotated[int, byte_size(1024, 1 << 30)] = 1 * MiB
     inference_body_bytes: Annotated[int, byte_size(1024, 1 << 34)] = 32 * MiB
     remote_write_body_bytes: Annotated[int, byte_size(1024, 1 << 30)] = 32 * MiB
     import_body_bytes: Annotated[int, byte_size(1024, 1 << 40)] = 1024 * MiB
+    remote_write_samples: int = Field(default=1_000_000, ge=1, le=100_000_000)
+    import_samples: int = Field(default=100_000_000, ge=1, le=10_000_000_000)
+    series_per_organization: int = Field(default=1_000_000, ge=0, le=1_000_000_000)
 
 
 class AuthRateLimitConfig(_Strict):
@@ -354,6 +366,11 @@ class Config(_Strict):
     data_dir: Path = Path("./data")
     scrape_interval: Annotated[Duration, bounded((1.0, "1s"), (MAX_SCRAPE_INTERVAL_S, "1h"))] = 15.0
     scrape_timeout: Annotated[Duration, bounded(None, (MAX_SCRAPE_INTERVAL_S, "1h"))] = 10.0
+    body_size_limit: Annotated[int, byte_size(1024, 1 << 34)] = 64 * MiB
+    sample_limit: int = Field(default=1_000_000, ge=0, le=100_000_000)
+    label_limit: int = Field(default=64, ge=0, le=10_000)
+    label_name_length_limit: int = Field(default=1024, ge=0, le=1 << 20)
+    label_value_length_limit: int = Field(default=16384, ge=0, le=1 << 24)
     retention: Annotated[Duration, bounded((3600.0, "1h"), (MAX_RETENTION_S, "3650d (10 years)"))] = (
         15 * 86400.0
     )
@@ -446,6 +463,10 @@ class Config(_Strict):
                         "declare them there or use some of",
                         models,
                     )
+
+    def scrape_limits(self) -> dict[str, int]:
+        """The limits of one scrape by name (``ingest.scrape_limits.ScrapeLimits`` takes them)."""
+        return {k: getattr(self, k) for k in SCRAPE_LIMITS}
 
     @property
     def host(self) -> str:

@@ -21,7 +21,7 @@ import httpx
 from servemetrics.gateway.state import DeploymentView, Replica
 from servemetrics.keyed_loops import KeyedLoops
 from servemetrics.registry import Registry, RegistryError
-from servemetrics.types import redact_url
+from servemetrics.types import escape_log, redact_url
 
 log = logging.getLogger(__name__)
 ReplicaKey = tuple[str, str]
@@ -111,7 +111,12 @@ class Health:
                 if failed >= self.failures:
                     self.active.discard(key)
                     self._on_change()
-                    log.warning("replica %s of %s failed: %s", replica.name, replica.deployment_id, problem)
+                    log.warning(
+                        "replica %s of %s failed: %s",
+                        replica.name,
+                        replica.deployment_id,
+                        escape_log(problem),
+                    )
                     await self._record(replica, "FAILED", problem)
                     return
             await asyncio.sleep(self.interval_s)
@@ -127,5 +132,5 @@ class Health:
                 reason,
             )
         except RegistryError as exc:  # deleted meanwhile: nothing left to record
-            log.info("could not record %s for replica %s: %s", status, replica.name, exc)
+            log.info("could not record %s for replica %s: %s", status, replica.name, escape_log(str(exc)))
         self._on_change()

@@ -1,12 +1,15 @@
 """Scrape ``/metrics`` targets on an interval and hand canonical samples to the store.
 
 Prometheus scrape semantics where they matter: each target is scraped every ``interval_s`` at a fixed
-offset derived from a hash of its URL (spreads load; "jitter"), with a timeout; a failed scrape (HTTP
-error, timeout, malformed exposition) stores nothing but ``up`` = 0 (regression case C7), a good one
-stores its samples and ``up`` = 1. A target that answers JSON is the kubelet Summary API
-(``ingest.kubelet_summary``); anything else is exposition text. Labels from the registry
-(``model_id``, ``deployment_id``, ``replica``; ``node_id`` for trainer nodes ...) are attached by the
-adapters.
+offset derived from a hash of its URL (spreads load; "jitter"), with a timeout that is a deadline for the
+whole scrape (connecting, the headers and every byte of the body) and Prometheus' limits
+(``ingest.scrape_limits``: body size counted decompressed while it streams, samples, labels per sample,
+label name and value lengths); a failed scrape (HTTP error, timeout, a limit exceeded, malformed
+exposition) stores nothing but ``up`` = 0 (regression case C7) and logs one line with the reason (outside
+text escaped: ``types.escape_log``), a good one stores its samples and ``up`` = 1. A target that answers
+JSON is the kubelet Summary API (``ingest.kubelet_summary``); anything else is exposition text. Labels
+from the registry (``model_id``, ``deployment_id``, ``replica``; ``node_id`` for trainer nodes ...) are
+attached by the adapters.
 
 Counter continuity (DESIGN "Query semantics": gaps are not resets, promotions lose nothing). The
 store counts a counter-like series (``_total``, ``_bucket``, ``_sum``, ``_count``) by the deltas
@@ -70,6 +73,7 @@ import functools
 import hashlib
 import logging
 import time
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -86,12 +90,19 @@ from servemetrics.ingest.exposition import (
     parse_exposition,
 )
 from servemetrics.ingest.kubelet_summary import SummaryError, is_summary, parse_summary
+from servemetrics.ingest.scrape_limits import (
+    ACCEPT_ENCODING,
+    ScrapeLimitError,
+    ScrapeLimits,
+    check_samples,
+    read_body,
+)
 from servemetrics.keyed_loops import KeyedLoops
 from servemetrics.labels import PHASE_LABELS, UP
 from servemetrics.samples import MAX_FUTURE_MS, STALE_NAN, Sample, SampleBatch
 from servemetrics.selfmetrics import SelfMetrics
 from servemetrics.timeutil import wall_clock_ms
-from servemetrics.types import Labels, SeriesKey, labels_of, redact_url
+from servemetrics.types import Labels, SeriesKey, escape_log, labels_of, redact_url
 
 log = logging.getLogger(__name__)
 
@@ -241,8 +252,9 @@ class Scraper:
         client: the HTTP client (``httpx.AsyncClient``; tests may pass one with a mock transport).
         append: ``SampleBatch -> samples stored``; called from a worker thread.
         interval_s: seconds between scrapes of one target (default 15).
-        timeout_s: per-scrape timeout in seconds (default 10; capped at the interval).
+        timeout_s: the deadline of one whole scrape in seconds (default 10; capped at the interval).
         metrics: the service's own metrics, or None.
+        limits: the limits of one scrape (``ScrapeLimits()`` by default; ``ingest.scrape_limits``).
         client_of: the client for a target's scrapes (default: ``client``), e.g. one whose connections
             the network policy checks for targets the config file does not declare.
     """
@@ -255,6 +267,7 @@ class Scraper:
         timeout_s: float = 10.0,
         metrics: SelfMetrics | None = None,
         client_of: Callable[[Target], httpx.AsyncClient] | None = None,
+        limits: ScrapeLimits | None = None,
     ) -> None:
         self._client = client
         self._client_of = client_of or (lambda _: client)
@@ -262,6 +275,7 @@ class Scraper:
         self.interval_s = interval_s
         self.timeout_s = min(timeout_s, interval_s)
         self._metrics = metrics
+        self.limits = limits or ScrapeLimits()
         self._loops: KeyedLoops[Target] = KeyedLoops()
         self._seen: dict[str, _Seen] = {}
         self._pending: set[asyncio.Task[int]] = set()
@@ -287,23 +301,45 @@ class Scraper:
         self._observe(target, result, time.perf_counter() - started)
         return result
 
+    async def _fetch(self, target: Target) -> tuple[bytes, str | None]:
+        """The body (decompressed) and Content-Type of one answer of ``target``, all of it within
+        ``timeout_s`` (connecting, the headers and every byte: a target dribbling its body is cut off) and
+        at most ``limits.body_size_limit`` bytes (``scrape_limits.read_body``).
+
+        Raises:
+            TimeoutError: past ``timeout_s``; httpx.HTTPError, ScrapeLimitError, zlib.error.
+        """
+        headers = {"Accept": ACCEPT, "Accept-Encoding": ACCEPT_ENCODING}
+        with anyio.fail_after(self.timeout_s):
+            async with self._client_of(target).stream(
+                "GET", target.url, headers=headers, timeout=self.timeout_s
+            ) as resp:
+                resp.raise_for_status()
+                body = await read_body(resp, self.limits.body_size_limit)
+        return body, resp.headers.get("content-type")
+
     async def _fetch_and_parse(self, target: Target, ts: int) -> ScrapeResult:
         try:
-            client = self._client_of(target)
-            resp = await client.get(target.url, headers={"Accept": ACCEPT}, timeout=self.timeout_s)
-            resp.raise_for_status()
-            parsed = _parse(resp.content, resp.headers.get("content-type"), ts)
+            body, content_type = await self._fetch(target)
+            parsed = _parse(body, content_type, ts)
             samples = adapt(parsed.samples, target.label_dict)
-        except (httpx.HTTPError, ExpositionError, SummaryError) as exc:
-            model_id, deployment_id, replica, shown = _target_key(target)
-            where = f"model {model_id} deployment {deployment_id} replica {replica}"
-            # httpx puts the URL, password included, in some errors' text
-            reason = str(exc).replace(target.url, shown)
-            message = f"scrape of {shown} ({where}) failed: {reason}"
-            log.warning(message)
-            return ScrapeResult(up=False, error=message)
+            check_samples(samples, self.limits)
+        except (TimeoutError, httpx.TimeoutException):  # one read's timeout is the whole deadline too
+            return self._failed(target, f"scrape took longer than scrape_timeout ({self.timeout_s:g}s)")
+        except (httpx.HTTPError, ExpositionError, SummaryError, ScrapeLimitError, zlib.error) as exc:
+            return self._failed(target, str(exc))
         created = _creation_times(parsed, target.label_dict)
         return ScrapeResult(up=True, duplicates=parsed.duplicates, samples=samples, created=created)
+
+    def _failed(self, target: Target, reason: str) -> ScrapeResult:
+        """A failed scrape of ``target``: logged as one line (outside text escaped, ``escape_log``) and
+        its ``ScrapeResult`` with that line as ``error``."""
+        model_id, deployment_id, replica, shown = _target_key(target)
+        where = f"model {model_id} deployment {deployment_id} replica {replica}"
+        # httpx puts the URL, password included, in some errors' text
+        message = escape_log(f"scrape of {shown} ({where}) failed: {reason.replace(target.url, shown)}")
+        log.warning("%s", message)
+        return ScrapeResult(up=False, error=message)
 
     def _with_created_zeros(
         self,

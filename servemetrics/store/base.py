@@ -37,8 +37,9 @@ Semantics every backend must meet (DESIGN "Query semantics"; ``MemoryStore`` is 
 - ``label_values(name, label, matchers)``: the sorted distinct values of one label over the stored series
   named ``name`` that match every matcher; series without the label, or with an empty value (absent, as
   Prometheus treats it), are skipped. No time range: every
-  series the store holds counts (MemoryStore and DuckDBStore keep a series listed after retention dropped
-  its samples; an engine that forgets such series may leave it out). Like Prometheus
+  series the store holds counts. A series retention left without samples is no longer held
+  (``delete_before`` drops it: MemoryStore and DuckDBStore forget it, as Prometheus' head does), so it is
+  not listed; appended again later it is a new series. Like Prometheus
   ``GET /api/v1/label/<label>/values?match[]=<name>{<matchers>}``.
 """
 
@@ -132,7 +133,8 @@ class Store(Protocol):
         ...
 
     def delete_before(self, ts_ms: int) -> int:
-        """Drop samples older than ``ts_ms`` (retention); return how many were dropped."""
+        """Drop samples older than ``ts_ms`` (retention), and the series left without samples; return how
+        many samples were dropped."""
         ...
 
     def label_values(self, name: str, label: str, matchers: Matchers = ()) -> list[str]:

@@ -38,6 +38,7 @@ from servemetrics.store.duckdb_schema import (
     create_tables,
     delete_chunks,
     delete_head,
+    delete_series,
     drop_sealed,
     insert_head,
     insert_series,
@@ -52,6 +53,7 @@ from servemetrics.store.duckdb_schema import (
     write_rows,
     write_sealed_until,
 )
+from servemetrics.store.duckdb_series import SeriesIndex
 from servemetrics.store.duckdb_view import (
     ChunkCache,
     Generation,
@@ -98,9 +100,11 @@ def _load_rollups(con: Con) -> RollupIndex:
     return RollupIndex(load_rollup_columns(con), ROLLUP_MS, presorted=True)
 
 
-def _drop_sealed(con: Con, view: View, cut: int) -> tuple[View, int]:
-    """Retention step: ``drop_sealed``; the view with the rollups reloaded, and how many were dropped."""
+def _drop_sealed(con: Con, view: View, cut: int, gone: np.ndarray) -> tuple[View, int]:
+    """Retention step: ``drop_sealed`` and the ``series`` rows of ``gone`` (series whose every sample is
+    before ``cut``); the view with the rollups reloaded, and how many samples were dropped."""
     dropped = drop_sealed(con, cut)
+    delete_series(con, gone)
     return replace(view, rollups=_load_rollups(con)), dropped
 
 
@@ -117,10 +121,8 @@ class DuckDBStore:
         self._cache = ChunkCache(cache_samples)
         self._gen = Generation()
         self._resolved: dict[SeriesKey, tuple[int, np.ndarray]] = {}
-        self._keys: list[SeriesKey] = []
-        self._ids: dict[SeriesKey, int] = {}
-        self._labels: list[dict[str, str]] = []
-        self._by_name: dict[str, tuple[int, ...]] = {}
+        self._index = SeriesIndex()  # ids, keys, labels by id, ids by name (``duckdb_series``)
+        self._keys, self._ids, self._labels = self._index.keys, self._index.ids, self._index.labels
         con = connect(self.path, self.head_path)
         create_tables(con)
         self._sealed_until, self._view = _recover_head(con)
@@ -131,9 +133,7 @@ class DuckDBStore:
 
     def _load_series(self, con: Con) -> None:
         """The series index and the newest ts per series (and overall) from the file."""
-        for sid, name, labels in read_series(con):
-            assert sid == len(self._keys)
-            self._add_key(name, labels)
+        self._index.load(read_series(con))
         self._max_ts = np.full(len(self._keys), _NO_TS, dtype=np.int64)
         for sid, ts in newest_per_series(con):
             self._max_ts[sid] = max(self._max_ts[sid], ts)
@@ -142,12 +142,14 @@ class DuckDBStore:
     # -- series --------------------------------------------------------------------------------------
 
     def _add_key(self, name: str, labels: Labels) -> int:
-        sid = len(self._keys)
-        self._keys.append((name, labels))
-        self._ids[(name, labels)] = sid
-        self._labels.append(dict(labels))
-        self._by_name[name] = (*self._by_name.get(name, ()), sid)
-        return sid
+        return self._index.add(name, labels)
+
+    def _forget(self, gone: np.ndarray) -> None:
+        """Drop the series ``gone`` (no sample left) from the index (``SeriesIndex.forget``)."""
+        if gone.size:
+            self._index.forget(gone)
+            self._max_ts[gone] = _NO_TS
+            self._resolved.clear()
 
     def _resolve(self, con: Con, keys: list[SeriesKey]) -> np.ndarray:
         """Store ids of ``keys``, creating rows for new series."""
@@ -274,7 +276,8 @@ class DuckDBStore:
         return replace(view, rollups=_load_rollups(con)), int(all_ts.size) - int(e_ts.size)
 
     def delete_before(self, ts_ms: int) -> int:
-        """Drop samples older than ``ts_ms`` (epoch ms; retention); return how many were dropped.
+        """Drop samples older than ``ts_ms`` (epoch ms; retention), and the series left without samples
+        (their ids are not reused); return how many samples were dropped.
 
         Waits for the writer thread. Raises ``RuntimeError`` when the store is closed.
         """
@@ -289,20 +292,24 @@ class DuckDBStore:
         if dropped:
             delete_head(con, cut)
             self._view = replace(self._view, head=self._view.head_keep(cut))
-        return dropped + self._write(con, lambda view: _drop_sealed(con, view, cut))
+        gone = np.flatnonzero((self._max_ts < cut) & (self._max_ts != _NO_TS))  # every sample before cut
+        dropped += self._write(con, lambda view: _drop_sealed(con, view, cut, gone))
+        self._forget(gone)
+        return dropped
 
     # -- reads ---------------------------------------------------------------------------------------
 
     def _matching(self, name: str, matchers: Matchers) -> np.ndarray:
-        """Ids of the series named ``name`` that match every matcher (cached until a series is added)."""
-        n_keys = len(self._keys)
+        """Ids of the series named ``name`` that match every matcher (cached until a series is added or
+        dropped)."""
+        version = self._index.version
         hit = self._resolved.get((name, matchers))
-        if hit is not None and hit[0] == n_keys:
+        if hit is not None and hit[0] == version:
             return hit[1]
-        labels = self._labels
-        ids = [s for s in self._by_name.get(name, ()) if all(labels[s].get(k) == v for k, v in matchers)]
+        labels, named = self._labels, self._index.by_name.get(name, ())
+        ids = [s for s in named if all(labels[s].get(k) == v for k, v in matchers)]
         sids = np.array(ids, dtype=np.uint32)
-        self._resolved[(name, matchers)] = (n_keys, sids)
+        self._resolved[(name, matchers)] = (version, sids)
         return sids
 
     def label_values(self, name: str, label: str, matchers: Matchers = ()) -> list[str]:
@@ -476,7 +483,7 @@ class DuckDBStore:
         files = (self.path, Path(f"{self.path}.wal"), self.head_path, Path(f"{self.head_path}.wal"))
         size = sum(p.stat().st_size for p in files if p.exists())
         return StoreStats(
-            series=len(self._keys), samples=head + sealed, bytes=size, extra={"head_samples": head}
+            series=len(self._ids), samples=head + sealed, bytes=size, extra={"head_samples": head}
         )
 
     def close(self) -> None:

@@ -401,6 +401,12 @@ def chunks_to_rewrite(con: Con, sid: np.ndarray, ts: np.ndarray) -> tuple[ChunkK
     return load, before
 
 
+def delete_series(con: Con, ids: np.ndarray) -> None:
+    """Delete the ``series`` rows of ``ids`` (series without samples left; their ids are not reused)."""
+    if ids.size:
+        con.execute(f"DELETE FROM series WHERE id IN ({ids_sql(ids)})")
+
+
 def drop_sealed(con: Con, cut: int) -> int:
     """Retention in the main file: drop chunks and rollups before ``cut`` (epoch ms), rewrite the chunk of
     each series that straddles it; return how many samples were dropped."""

@@ -155,10 +155,21 @@ class MemoryStore:
         return sorted(out)
 
     def delete_before(self, ts_ms: int) -> int:
-        """Drop samples older than ``ts_ms``; return how many were dropped."""
+        """Drop samples older than ``ts_ms``, and the series left without samples; return how many
+        samples were dropped."""
         dropped = 0
-        for s in self._series.values():
+        empty: list[SeriesKey] = []
+        for key, s in self._series.items():
             dropped += s.drop_before(ts_ms)
+            if not s.ts:
+                empty.append(key)
+        for name, labels in empty:
+            del self._series[(name, labels)]
+            kept = [lab for lab in self._by_name[name] if lab != labels]
+            if kept:
+                self._by_name[name] = kept
+            else:
+                del self._by_name[name]
         return dropped
 
     def stats(self) -> StoreStats:

@@ -37,7 +37,7 @@ import httpx
 from servemetrics.remote_write import decode_write_request, encode_batch, encode_write_request
 from servemetrics.samples import SampleBatch
 from servemetrics.store.spill import SegmentBuffer
-from servemetrics.types import SeriesKey
+from servemetrics.types import SeriesKey, escape_log
 
 log = logging.getLogger(__name__)
 
@@ -254,7 +254,9 @@ class RemoteWriteClient:
     def _count_retry(self, why: str) -> None:
         with self._cond:
             self.retries += 1
-        log.warning("remote_write to %s failed (%s); retrying with backoff", self.options.url, why)
+        log.warning(
+            "remote_write to %s failed (%s); retrying with backoff", self.options.url, escape_log(why)
+        )
 
     def _deliver(self, samples: int, body: bytes) -> None:
         """Send one body; raise ``_Retry`` to try it again later; split it when the engine refuses it."""
@@ -276,7 +278,12 @@ class RemoteWriteClient:
         if len(rows) <= 1:
             with self._cond:
                 self.failed += samples
-            log.error("the engine at %s refused %s; dropped (%s)", self.options.url, rows or "a body", why)
+            log.error(
+                "the engine at %s refused %s; dropped (%s)",
+                self.options.url,
+                rows or "a body",
+                escape_log(why),
+            )
             return
         half = len(rows) // 2
         for part in (rows[:half], rows[half:]):

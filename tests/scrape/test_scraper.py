@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import BinaryIO
 
 import anyio
 import httpx
@@ -21,19 +23,29 @@ LABELS = labels_of({"model_id": "m1", "model_name": "M", "deployment_id": "d1", 
 
 
 class Exporter:
-    """A real HTTP server whose /metrics body and content type the test sets."""
+    """A real HTTP server whose /metrics body and content type the test sets; ``headers`` are sent too,
+    and ``writer`` (when set) writes the body instead of ``body`` (a hostile target: a slow dribble, an
+    endless body)."""
 
     def __init__(self) -> None:
         self.body = b""
         self.content_type = "text/plain; version=0.0.4"
+        self.headers: dict[str, str] = {}
+        self.writer: Callable[[BinaryIO], None] | None = None
         exporter = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802
                 self.send_response(200)
                 self.send_header("Content-Type", exporter.content_type)
+                for name, value in exporter.headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(exporter.body)
+                if exporter.writer is None:
+                    self.wfile.write(exporter.body)
+                    return
+                with contextlib.suppress(OSError):  # the scraper hung up
+                    exporter.writer(self.wfile)
 
             def log_message(self, *args: object) -> None:
                 pass

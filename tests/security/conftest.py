@@ -2,7 +2,8 @@
 HTTP server that records every request), a replica beside it on another loopback address, and a
 resolver whose answers a test changes (``dns``: a DNS answer that changes after registration).
 
-The ``serve`` fixture of ``tests/api/conftest.py`` (the app in a ``TestClient``) is used here too.
+The ``serve`` fixture of ``tests/api/conftest.py`` (the app in a ``TestClient``) and the ``exporter`` of
+``tests/scrape/test_scraper.py`` (a real ``/metrics`` server, for hostile targets) are used here too.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import pytest
 
 from tests.api.conftest import serve  # noqa: F401  (the fixture)
+from tests.scrape.test_scraper import exporter  # noqa: F401  (the fixture: a real /metrics server)
 
 
 @dataclass

@@ -37,10 +37,12 @@ def test_values_of_one_label_sorted_distinct_and_matched(store: Store) -> None:
     assert store.label_values("never_stored", "le") == []
 
 
-def test_series_stay_listed_after_retention(store: Store) -> None:
+def test_series_emptied_by_retention_are_dropped(store: Store) -> None:
     store.append(batch(BUCKET, {**M1D1, "le": "2.5"}, [(T0, 1.0)]))
-    assert store.delete_before(T0 + HOUR) == 1
-    assert store.label_values(BUCKET, "le", (("model_id", "m1"),)) == ["2.5"]
+    store.append(batch(BUCKET, {**M1D1, "le": "5"}, [(T0, 1.0), (T0 + 2 * HOUR, 2.0)]))
+    assert store.delete_before(T0 + HOUR) == 2
+    assert store.label_values(BUCKET, "le", (("model_id", "m1"),)) == ["5"]
+    assert store.stats().series == 1
 
 
 LABELS = ("le", "status_code", "deployment_id", "replica", "model_id", "absent")

@@ -24,6 +24,7 @@ from servemetrics.api.deps import (
     resolve_model,
 )
 from servemetrics.api.errors import ApiError, bad_request
+from servemetrics.api.ingest_limits import check_sample_count, count_sample_lines
 from servemetrics.ingest.adapters import adapt
 from servemetrics.ingest.backfill import BackfillError, iter_backfill
 from servemetrics.ingest.exposition import normalise_le
@@ -120,7 +121,9 @@ async def remote_write(
     Every series needs ``model_id`` and ``deployment_id`` labels naming a deployment of the caller's
     organization (set them as the sender's ``external_labels`` or with relabelling). Samples with a
     NaN or infinite value are dropped. 413 when the body, or the size its snappy header declares
-    decompressed, is over ``limits.remote_write_body_bytes``.
+    decompressed, is over ``limits.remote_write_body_bytes``, or its samples over
+    ``limits.remote_write_samples``. Series new to an organization at ``limits.series_per_organization``
+    active series are left out (``api/series_limit.py``).
     """
     limit = service.config.limits.remote_write_body_bytes
     try:
@@ -129,10 +132,11 @@ async def remote_write(
         raise ApiError(413, str(exc)) from exc
     except RemoteWriteError as exc:
         raise bad_request(f"not a usable remote_write 1.0 body: {exc}") from exc
-    _check_owner(registry, key, samples)
-    stored = service.store.append(
-        _not_ahead(SampleBatch.from_samples(_adapt_by_target(samples)), service.clock())
+    check_sample_count(
+        len(samples), service.config.limits.remote_write_samples, "limits.remote_write_samples"
     )
+    _check_owner(registry, key, samples)
+    stored = service.append(_not_ahead(SampleBatch.from_samples(_adapt_by_target(samples)), service.clock()))
     service.metrics.samples_appended.labels("remote_write").inc(stored)
     return Response(status_code=204)
 
@@ -150,7 +154,8 @@ async def import_openmetrics(
     """Backfill an OpenMetrics body (timestamps in seconds) as samples of one replica.
 
     Returns ``{"samples": stored, "batches": n}``; 400 naming the bad line for invalid input. Batches
-    before a bad line are stored (the file is streamed), as with ``promtool tsdb create-blocks``.
+    before a bad line are stored (the file is streamed), as with ``promtool tsdb create-blocks``. 413,
+    nothing stored, when the file has over ``limits.import_samples`` sample lines.
     """
     model = resolve_model(registry, key, model_id)
     dep = resolve_deployment(registry, model, deployment_id)
@@ -159,10 +164,12 @@ async def import_openmetrics(
         async for chunk in request.stream():
             tmp.write(chunk)
         tmp.flush()
+        limit = service.config.limits.import_samples
+        check_sample_count(count_sample_lines(tmp.name, limit), limit, "limits.import_samples")
         stored = batches = 0
         try:
             for batch in iter_backfill(tmp.name, labels, workers=1):
-                stored += service.store.append(_not_ahead(batch, service.clock()))
+                stored += service.append(_not_ahead(batch, service.clock()))
                 batches += 1
         except (BackfillError, UnicodeDecodeError) as exc:
             raise bad_request(f"import stopped after {stored} samples: {exc}") from exc
