@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from anyio import CapacityLimiter
 
 from servemetrics.api.auth_limit import FailedAuthLimiter, unlimited
-from servemetrics.config import Config, apply_config, egress_of, engine_options
+from servemetrics.api.ingest_pool import IngestPool
+from servemetrics.config import Config, apply_config, egress_of, engine_options, key_pepper
 from servemetrics.gateway import Gateway, GatewayOptions
 from servemetrics.gateway.queued import QueuedOptions, QueuedRequests
 from servemetrics.gateway.queued_store import QueuedStore
@@ -59,6 +61,7 @@ class Service:
         egress: the network policies of tenant-supplied URLs (``config.egress_of``).
         auth_limiter: failed-authentication limiting per client address (``auth_rate_limit``; by
             default none).
+        ingest: the worker threads and queue of pushed bodies (config ``ingest``).
     """
 
     config: Config
@@ -71,6 +74,7 @@ class Service:
     queued: QueuedRequests | None = None
     egress: Egress | None = None
     auth_limiter: FailedAuthLimiter = field(default_factory=unlimited)
+    ingest: IngestPool = field(default_factory=lambda: IngestPool(2, 4, 5.0))
 
 
 def gateway_target(config: Config) -> Target:
@@ -174,6 +178,7 @@ async def _scraper(stack: AsyncExitStack, service: Service) -> Scraper:
         config.scrape_timeout,
         service.metrics,
         client_of=functools.partial(_scrape_client, egress, client, checked),
+        limiter=CapacityLimiter(config.ingest.workers),
     )
     stack.push_async_callback(scraper.stop)
     return scraper
@@ -204,7 +209,7 @@ async def open_service(
     """
     async with AsyncExitStack() as stack:
         Path(config.data_dir).mkdir(parents=True, exist_ok=True)
-        registry = Registry.open(str(config.registry_url))
+        registry = Registry.open(str(config.registry_url), pepper=key_pepper(config))
         stack.callback(registry.close)
         apply_config(config, registry)
         opened = _store_for(config, store)
@@ -212,6 +217,8 @@ async def open_service(
         service = Service(config, registry, opened, SelfMetrics(), clock, egress=egress_of(config))
         limit = config.auth_rate_limit
         service.auth_limiter = FailedAuthLimiter(limit.failures, round(limit.window * 1000), clock)
+        pushed = config.ingest
+        service.ingest = IngestPool(pushed.workers, pushed.queue, pushed.retry_after, service.metrics)
         if isinstance(opened, SelfMonitored):  # an engine store: queue, sent, failed, retries
             service.metrics.watch_remote_write(opened.remote_write_stats)
         if gateway:

@@ -347,6 +347,28 @@ class AuthRateLimitConfig(_Strict):
     window: Annotated[Duration, bounded((1.0, "1s"), (86400.0, "1d"))] = 60.0
 
 
+class IngestConfig(_Strict):
+    """The worker threads that decode, parse, adapt and store pushed samples (remote_write, import) and
+    parse scrapes, off the event loop: ``workers`` threads for pushed bodies (the scraper's parsing has
+    as many of its own), ``queue`` more requests admitted to wait for one, and ``retry_after`` (float
+    seconds, sent rounded up) in the 503 that answers a push when all are taken."""
+
+    workers: int = Field(default=2, ge=1, le=64)
+    queue: int = Field(default=4, ge=0, le=1000)
+    retry_after: Annotated[Duration, bounded((1.0, "1s"), (3600.0, "1h"))] = 5.0
+
+
+class ServerConfig(_Strict):
+    """The HTTP server's connection limits (uvicorn; float seconds): ``header_timeout``, the most a client
+    may take from opening a connection (or starting its next request on it) to the end of the request's
+    headers; ``keep_alive_timeout``, how long an idle kept-alive connection stays open;
+    ``limit_concurrency``, the most connections or requests at once (over it new requests are a 503)."""
+
+    header_timeout: Annotated[Duration, bounded((0.1, "100ms"), (3600.0, "1h"))] = 10.0
+    keep_alive_timeout: Annotated[Duration, bounded((0.1, "100ms"), (3600.0, "1h"))] = 5.0
+    limit_concurrency: int = Field(default=2048, ge=1, le=1_000_000)
+
+
 class Config(_Strict):
     """The whole file. ``registry_url`` is filled from ``data_dir`` when absent."""
 
@@ -365,6 +387,9 @@ class Config(_Strict):
     network: NetworkConfig = NetworkConfig()
     limits: LimitsConfig = LimitsConfig()
     auth_rate_limit: AuthRateLimitConfig = AuthRateLimitConfig()
+    ingest: IngestConfig = IngestConfig()
+    server: ServerConfig = ServerConfig()
+    key_pepper_file: Path | None = None
 
     @field_validator("registry_url")
     @classmethod

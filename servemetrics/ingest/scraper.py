@@ -174,6 +174,20 @@ def _parse(body: bytes, content_type: str | None, ts: int) -> ParseResult:
     return parse_exposition(body, content_type, ts)
 
 
+def _parse_and_adapt(
+    body: bytes, content_type: str | None, ts: int, labels: dict[str, str]
+) -> tuple[ParseResult, list[Sample]]:
+    """``_parse`` then ``adapt`` (run in a worker thread: a large exposition must not stall the event
+    loop). Raises ``ExpositionError`` / ``SummaryError`` as ``_parse`` does."""
+    parsed = _parse(body, content_type, ts)
+    return parsed, adapt(parsed.samples, labels)
+
+
+def _batch_before(samples: list[Sample], limit_ms: int) -> tuple[SampleBatch, int]:
+    """``SampleBatch.from_samples(samples).before(limit_ms)`` (run in a worker thread)."""
+    return SampleBatch.from_samples(samples).before(limit_ms)
+
+
 def _target_key(target: Target) -> tuple[str, str, str, str]:
     """``(model_id, deployment_id, replica, url)`` for logs and metric labels (password redacted)."""
     lab = target.label_dict
@@ -245,6 +259,7 @@ class Scraper:
         metrics: the service's own metrics, or None.
         client_of: the client for a target's scrapes (default: ``client``), e.g. one whose connections
             the network policy checks for targets the config file does not declare.
+        limiter: bounds the worker threads that parse and adapt scrapes (default: anyio's shared one).
     """
 
     def __init__(
@@ -255,6 +270,7 @@ class Scraper:
         timeout_s: float = 10.0,
         metrics: SelfMetrics | None = None,
         client_of: Callable[[Target], httpx.AsyncClient] | None = None,
+        limiter: anyio.CapacityLimiter | None = None,
     ) -> None:
         self._client = client
         self._client_of = client_of or (lambda _: client)
@@ -265,6 +281,7 @@ class Scraper:
         self._loops: KeyedLoops[Target] = KeyedLoops()
         self._seen: dict[str, _Seen] = {}
         self._pending: set[asyncio.Task[int]] = set()
+        self._limiter = limiter
 
     async def scrape_once(self, target: Target, now_ms: int | None = None) -> ScrapeResult:
         """Scrape ``target`` once and store the result; never raises for a bad target."""
@@ -278,7 +295,9 @@ class Scraper:
         up = Sample(
             UP, labels_of({**target.label_dict, "instance": target.url}), 1.0 if result.up else 0.0, ts
         )
-        batch, ahead = SampleBatch.from_samples([*result.samples, up]).before(ts + MAX_FUTURE_MS)
+        batch, ahead = await anyio.to_thread.run_sync(
+            _batch_before, [*result.samples, up], ts + MAX_FUTURE_MS, limiter=self._limiter
+        )
         if ahead:
             log.warning(
                 "dropped %d samples of %s timestamped over 10 minutes ahead", ahead, redact_url(target.url)
@@ -292,8 +311,14 @@ class Scraper:
             client = self._client_of(target)
             resp = await client.get(target.url, headers={"Accept": ACCEPT}, timeout=self.timeout_s)
             resp.raise_for_status()
-            parsed = _parse(resp.content, resp.headers.get("content-type"), ts)
-            samples = adapt(parsed.samples, target.label_dict)
+            parsed, samples = await anyio.to_thread.run_sync(
+                _parse_and_adapt,
+                resp.content,
+                resp.headers.get("content-type"),
+                ts,
+                target.label_dict,
+                limiter=self._limiter,
+            )
         except (httpx.HTTPError, ExpositionError, SummaryError) as exc:
             model_id, deployment_id, replica, shown = _target_key(target)
             where = f"model {model_id} deployment {deployment_id} replica {replica}"

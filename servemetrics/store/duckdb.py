@@ -67,6 +67,8 @@ from servemetrics.types import Labels, Matchers, SeriesKey
 GRACE_MS = 10 * 60 * 1000
 """Chunks are sealed once the newest sample is this far past their end (late scrapes stay in ``head``)."""
 
+APPEND_PIECE = 100_000
+"""Samples per writer task of an ``append``: a larger batch is cut, so a scrape waits one piece at most."""
 _NO_TS = np.iinfo(np.int64).min
 
 Step = Callable[[View], tuple[View, int]]
@@ -171,12 +173,17 @@ class DuckDBStore:
         """Store ``batch`` (columnar: ts in epoch ms); return how many samples were new (first write wins:
         a (series, ts) already stored, or repeated in the batch, keeps its first value).
 
-        Waits for the writer thread. Raises ``RuntimeError`` when the store is closed (an empty batch
-        returns 0 first), and what a failed write raises (samples already committed to ``head`` stay).
+        Waits for the writer thread. A batch over ``APPEND_PIECE`` samples is written as several writer
+        tasks, in order, so other writers (scrapes) are not held up behind it; each piece commits on
+        its own. Raises ``RuntimeError`` when the store is closed (an empty batch returns 0 first), and what
+        a failed write raises (samples already committed to ``head``, earlier pieces included, stay).
         """
         if len(batch) == 0:
             return 0
-        return self._writer.run(functools.partial(self._append, batch=batch))
+        return sum(
+            self._writer.run(functools.partial(self._append, batch=piece))
+            for piece in batch.pieces(APPEND_PIECE)
+        )
 
     def _append(self, con: Con, batch: SampleBatch) -> int:
         ids = self._resolve(con, batch.series)
