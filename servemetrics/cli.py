@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -53,7 +53,8 @@ def serve(config: ConfigOpt) -> None:
 
     The registry is opened and the config applied here first, so that a bad ``data_dir``,
     ``registry_url``, unreachable database or a config the registry refuses stops with one error line
-    (exit 2) before the server starts; the app's startup applies it again (idempotent).
+    (exit 2) before the server starts; the app's startup applies it again (idempotent). The server's
+    connection limits come from ``server`` (``api.http_server``).
     """
     import uvicorn
 
@@ -69,7 +70,22 @@ def serve(config: ConfigOpt) -> None:
             registry.close()
     except ConfigError as exc:
         _fail(f"{config}: {exc}")
-    uvicorn.run(create_app(cfg), host=cfg.host, port=cfg.port, log_level="info")
+    uvicorn.run(create_app(cfg), log_level="info", **_server_options(cfg))
+
+
+def _server_options(cfg: Config) -> dict[str, Any]:
+    """``uvicorn.run``'s host, port, HTTP protocol (``api.http_server.HeaderTimeout``: the header read
+    timeout), ``timeout_keep_alive`` (seconds) and ``limit_concurrency``, from ``listen`` and ``server``."""
+    from servemetrics.api.http_server import header_timeout_protocol
+
+    server = cfg.server
+    return {
+        "host": cfg.host,
+        "port": cfg.port,
+        "http": header_timeout_protocol(server.header_timeout),
+        "timeout_keep_alive": server.keep_alive_timeout,
+        "limit_concurrency": server.limit_concurrency,
+    }
 
 
 def _progress() -> Progress:

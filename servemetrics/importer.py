@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-from servemetrics.config import Config, apply_config, engine_options
+from servemetrics.config import Config, apply_config, engine_options, key_pepper
 from servemetrics.ingest.backfill import BackfillError, iter_backfill
 from servemetrics.registry import Registry
 from servemetrics.samples import MAX_FUTURE_MS
@@ -78,7 +78,7 @@ def into_data_dir(
         ImportFailed: unknown model / deployment, the data directory is in use, or the file is invalid.
     """
     Path(config.data_dir).mkdir(parents=True, exist_ok=True)
-    registry = Registry.open(str(config.registry_url))
+    registry = Registry.open(str(config.registry_url), pepper=key_pepper(config))
     try:
         apply_config(config, registry)
         labels = _replica_labels(config, registry, model_id, deployment_id, replica)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -94,6 +94,21 @@ class SampleBatch:
         if not dropped:
             return self, 0
         return SampleBatch(self.series, self.series_index[keep], self.ts_ms[keep], self.values[keep]), dropped
+
+    def pieces(self, size: int) -> Iterator[SampleBatch]:
+        """The batch cut, in order, into batches of at most ``size`` samples (``size`` >= 1), each with only
+        the series it uses; the batch itself when it is no larger."""
+        if len(self) <= size:
+            yield self
+            return
+        for lo in range(0, len(self), size):
+            used, local = np.unique(self.series_index[lo : lo + size], return_inverse=True)
+            yield SampleBatch(
+                [self.series[i] for i in used.tolist()],
+                local.astype(np.uint32),
+                self.ts_ms[lo : lo + size],
+                self.values[lo : lo + size],
+            )
 
     def samples(self) -> Iterable[Sample]:
         """Iterate the batch as ``Sample`` rows (for tests and small batches)."""

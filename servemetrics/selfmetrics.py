@@ -59,6 +59,8 @@ class SelfMetrics:
         scrape_duplicates: counter of duplicate samples dropped within one scrape, by ``target``.
         samples_appended: counter of samples newly stored, by ``path`` (scrape / remote_write / import).
         query_latency: histogram of metrics-query latency in seconds, by ``mode``.
+        ingest_in_flight: gauge of pushed requests being stored or waiting (``api.ingest_pool``).
+        ingest_refused: counter of pushed requests refused with 503 (the ingest queue was full).
         targets: gauge of configured scrape targets.
         target_up: per target (``SCRAPE_TARGET_LABELS``), 1 when its last scrape succeeded.
         refused_samples: counter of samples of new series refused by the active-series limit, by
@@ -94,6 +96,16 @@ class SelfMetrics:
             ["mode"],
             registry=r,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
+        )
+        self.ingest_in_flight = Gauge(
+            "servemetrics_ingest_in_flight",
+            "Remote_write and import requests being stored or waiting for an ingest worker.",
+            registry=r,
+        )
+        self.ingest_refused = Counter(
+            "servemetrics_ingest_refused",
+            "Remote_write and import requests answered 503: every ingest worker and queue place was taken.",
+            registry=r,
         )
         self.targets = Gauge("servemetrics_scrape_targets", "Configured scrape targets.", registry=r)
         self.target_up = Gauge(

@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from anyio import CapacityLimiter
 
 from servemetrics.api.auth_limit import FailedAuthLimiter, unlimited
+from servemetrics.api.ingest_pool import IngestPool
 from servemetrics.api.series_limit import ActiveSeries
-from servemetrics.config import Config, apply_config, egress_of, engine_options
+from servemetrics.config import Config, apply_config, egress_of, engine_options, key_pepper
 from servemetrics.gateway import Gateway, GatewayOptions
 from servemetrics.gateway.queued import QueuedOptions, QueuedRequests
 from servemetrics.gateway.queued_store import QueuedStore
@@ -64,6 +66,7 @@ class Service:
             default none).
         series_limit: active series per organization (``limits.series_per_organization``; by default
             none): every ingest path passes its batches through ``series_limit.admit``.
+        ingest: the worker threads and queue of pushed bodies (config ``ingest``).
     """
 
     config: Config
@@ -77,6 +80,7 @@ class Service:
     egress: Egress | None = None
     auth_limiter: FailedAuthLimiter = field(default_factory=unlimited)
     series_limit: ActiveSeries = field(default_factory=lambda: ActiveSeries(0, lambda _: None, wall_clock_ms))
+    ingest: IngestPool = field(default_factory=lambda: IngestPool(2, 4, 5.0))
 
     def append(self, batch: SampleBatch) -> int:
         """Store ``batch`` without the series the active-series limit refuses; the samples stored."""
@@ -191,6 +195,7 @@ async def _scraper(stack: AsyncExitStack, service: Service) -> Scraper:
         service.metrics,
         client_of=functools.partial(_scrape_client, egress, client, checked),
         limits=ScrapeLimits(**config.scrape_limits()),
+        limiter=CapacityLimiter(config.ingest.workers),
     )
     stack.push_async_callback(scraper.stop)
     return scraper
@@ -221,7 +226,7 @@ async def open_service(
     """
     async with AsyncExitStack() as stack:
         Path(config.data_dir).mkdir(parents=True, exist_ok=True)
-        registry = Registry.open(str(config.registry_url))
+        registry = Registry.open(str(config.registry_url), pepper=key_pepper(config))
         stack.callback(registry.close)
         apply_config(config, registry)
         opened = _store_for(config, store)
@@ -235,6 +240,8 @@ async def open_service(
             clock,
             service.metrics,
         )
+        pushed = config.ingest
+        service.ingest = IngestPool(pushed.workers, pushed.queue, pushed.retry_after, service.metrics)
         if isinstance(opened, SelfMonitored):  # an engine store: queue, sent, failed, retries
             service.metrics.watch_remote_write(opened.remote_write_stats)
         if gateway:

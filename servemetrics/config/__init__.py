@@ -7,8 +7,10 @@ Keys (defaults in brackets; docs/configuration.md has an example of each): ``lis
 ``registry_url`` [sqlite:///<data_dir>/registry.sqlite3], ``store`` [kind: duckdb], ``organizations``,
 ``models``, ``loops``
 (trainer deployments, docs/loops.md), ``network`` (where tenant-supplied URLs may lead, docs/security.md),
-``limits`` (request body sizes, samples per push request, active series per organization) and
-``auth_rate_limit`` [failures: 30, window: 60s].
+``limits`` (request body sizes, samples per push request, active series per organization),
+``auth_rate_limit`` [failures: 30, window: 60s], ``ingest`` [workers: 2, queue: 4, retry_after: 5s],
+``server`` [header_timeout: 10s, keep_alive_timeout: 5s, limit_concurrency: 2048] and
+``key_pepper_file`` (or ``$SERVEMETRICS_KEY_PEPPER``).
 Durations are seconds (``15``) or a number with a unit ``ms s m h d`` (``15s``, ``15d``) and are held as
 float seconds. Every mistake raises ``ConfigError`` naming the key and what to write instead.
 
@@ -16,7 +18,7 @@ Modules: ``model`` (the pydantic models), ``validators`` (the value checks), ``l
 error renderer), ``apply`` (into the registry, and the ``store`` key for the store).
 """
 
-from servemetrics.config.apply import apply_config, egress_of, engine_options, open_registry
+from servemetrics.config.apply import apply_config, egress_of, engine_options, key_pepper, open_registry
 from servemetrics.config.load import ConfigError, load_config, parse_config
 from servemetrics.config.model import Config
 from servemetrics.config.validators import check_registry_url, parse_duration
@@ -28,6 +30,7 @@ __all__ = [
     "egress_of",
     "check_registry_url",
     "engine_options",
+    "key_pepper",
     "load_config",
     "open_registry",
     "parse_config",

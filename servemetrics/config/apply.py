@@ -5,6 +5,7 @@ registry, ``open_registry(config)`` opens the registry the config names (errors 
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,6 +22,7 @@ from servemetrics.config.model import (
 )
 from servemetrics.config.validators import check_registry_url
 from servemetrics.netpolicy import TARGETS_ALLOW, WEBHOOKS_ALLOW, Egress, make_policy, origin
+from servemetrics.registry.pepper import KeyPepperError
 from servemetrics.registry.records import RegistryError, TrainerNode, TrainerTarget
 from servemetrics.registry.registry import Registry
 
@@ -46,12 +48,46 @@ def apply_config(config: Config, registry: Registry) -> None:
         raise ConfigError(f"cannot apply the config to the registry: {err}") from None
 
 
+PEPPER_ENV = "SERVEMETRICS_KEY_PEPPER"
+"""The environment variable that gives the API key pepper (instead of the registry's own copy)."""
+MIN_PEPPER_CHARS = 32
+
+
+def key_pepper(config: Config) -> str | None:
+    """The API key pepper given from outside the registry: ``$SERVEMETRICS_KEY_PEPPER``, else the text of
+    ``key_pepper_file`` (surrounding whitespace stripped), else None (the registry's own).
+
+    Raises ConfigError when both are given, the file cannot be read, or the pepper has fewer than
+    ``MIN_PEPPER_CHARS`` characters.
+    """
+    env = os.environ.get(PEPPER_ENV)
+    if env is not None and config.key_pepper_file is not None:
+        raise ConfigError(f"{PEPPER_ENV} and key_pepper_file both give a key pepper; give one of them")
+    if env is None and config.key_pepper_file is None:
+        return None
+    source, pepper = PEPPER_ENV, env
+    if pepper is None:
+        source = f"key_pepper_file {config.key_pepper_file}"
+        try:
+            pepper = Path(str(config.key_pepper_file)).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise ConfigError(f"cannot read {source}: {err}; point it at a readable text file") from None
+    pepper = pepper.strip()
+    if len(pepper) < MIN_PEPPER_CHARS:
+        raise ConfigError(
+            f"{source} holds a key pepper of {len(pepper)} characters; give at least {MIN_PEPPER_CHARS} "
+            "random ones (e.g. the output of: openssl rand -hex 32)"
+        )
+    return pepper
+
+
 def open_registry(config: Config) -> Registry:
     """Create ``data_dir`` (and the store's ``buffer_dir`` for ``kind: prometheus``) and open (and
     migrate) the registry at ``registry_url``.
 
     Raises ConfigError when ``data_dir`` or ``store.buffer_dir`` is not a directory or cannot be created,
-    the URL is not a supported SQLAlchemy URL, or the database cannot be reached.
+    the URL is not a supported SQLAlchemy URL, the database cannot be reached, or the key pepper
+    (``key_pepper``) does not fit the registry.
     """
     _make_dir(Path(config.data_dir), "data_dir")
     buffer_dir = remote_write_buffer_dir(config)
@@ -62,8 +98,11 @@ def open_registry(config: Config) -> Registry:
     except ValueError as err:
         raise ConfigError(f"registry_url: {err}") from None
     shown = make_url(url).render_as_string(hide_password=True)
+    pepper = key_pepper(config)
     try:
-        return Registry.open(url)
+        return Registry.open(url, pepper=pepper)
+    except KeyPepperError as err:
+        raise ConfigError(f"registry {shown}: {err}") from None
     except OSError as err:
         raise ConfigError(f"cannot open the registry at {shown}: {err}; check the path is writable") from None
     except SQLAlchemyError as err:

@@ -40,7 +40,8 @@ def load_config(path: str | Path) -> Config:
     """Read and validate the YAML file at ``path``; raises ConfigError (one line: a syntax error or a
     ``!!python`` tag names the line and column; too deep a nesting is refused, not a RecursionError).
 
-    A relative ``data_dir`` (also the default ``data``) is taken relative to the file's directory.
+    A relative ``data_dir`` (also the default ``data``) or ``key_pepper_file`` is taken relative to the
+    file's directory.
     """
     path = Path(path)
     text = _read(path)
@@ -57,6 +58,8 @@ def load_config(path: str | Path) -> Config:
     if isinstance(data, dict) and isinstance(data.get("data_dir", "data"), str):
         # a relative data_dir is relative to the config file, whatever the working directory
         data = {**data, "data_dir": str(path.parent / data.get("data_dir", "data"))}
+    if isinstance(data, dict) and isinstance(data.get("key_pepper_file"), str):
+        data = {**data, "key_pepper_file": str(path.parent / data["key_pepper_file"])}
     try:
         return parse_config(data, str(path))
     except RecursionError:

@@ -12,17 +12,22 @@ from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
-    BaseModel,
     BeforeValidator,
-    ConfigDict,
     Field,
     SecretStr,
     field_validator,
     model_validator,
 )
 
+from servemetrics.config.operations import (
+    AuthRateLimitConfig,
+    IngestConfig,
+    LimitsConfig,
+    MiB,
+    NetworkConfig,
+    ServerConfig,
+)
 from servemetrics.config.validators import (
-    AllowEntry,
     DeploymentId,
     Duration,
     EnvironmentName,
@@ -31,6 +36,7 @@ from servemetrics.config.validators import (
     ModelId,
     NodeId,
     ReplicaId,
+    Strict,
     TargetUrl,
     bounded,
     byte_size,
@@ -52,8 +58,6 @@ MAX_RETENTION_S = 3650 * 86400.0
 """``retention`` is at most 3650d (10 years)."""
 MAX_GPU_RANK = 1023
 """The largest GPU rank (DCGM ``gpu`` index) a trainer node may declare."""
-MiB = 1 << 20
-"""Bytes in a MiB (the ``limits`` defaults)."""
 SCRAPE_LIMITS = (
     "body_size_limit",
     "sample_limit",
@@ -64,11 +68,7 @@ SCRAPE_LIMITS = (
 """The top-level keys that limit one scrape, as Prometheus names them (docs/configuration.md)."""
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ApiKeyConfig(_Strict):
+class ApiKeyConfig(Strict):
     """A key of an organization: the plain ``key`` (hashed before it is stored), ``type``, scope."""
 
     key: SecretStr = Field(min_length=1)
@@ -87,14 +87,14 @@ class ApiKeyConfig(_Strict):
         return k.digest(self.key.get_secret_value())
 
 
-class OrganizationConfig(_Strict):
+class OrganizationConfig(Strict):
     """An organization and its API keys."""
 
     name: str = Field(min_length=1)
     api_keys: list[ApiKeyConfig] = []
 
 
-class InstanceTypeConfig(_Strict):
+class InstanceTypeConfig(Strict):
     """GPU type and count (``gpu_count: 0`` or no ``gpu_type`` = CPU); ``name`` defaults to ``1xH100``."""
 
     gpu_type: str | None = None
@@ -102,14 +102,14 @@ class InstanceTypeConfig(_Strict):
     name: str | None = None
 
 
-class ReplicaConfig(_Strict):
+class ReplicaConfig(Strict):
     """A replica and its ``/metrics`` URLs."""
 
     id: ReplicaId
     targets: list[TargetUrl] = []
 
 
-class DeploymentConfig(_Strict):
+class DeploymentConfig(Strict):
     """A deployment of a model (``production`` and ``development`` are reserved ids)."""
 
     id: DeploymentId
@@ -123,7 +123,7 @@ class DeploymentConfig(_Strict):
         return self
 
 
-class PromotionConfig(_Strict):
+class PromotionConfig(Strict):
     """One entry of an environment's history: ``deployment`` serves ``percent`` % from ``at``."""
 
     deployment: str
@@ -131,7 +131,7 @@ class PromotionConfig(_Strict):
     percent: int = Field(default=100, ge=1, le=100)
 
 
-class EnvironmentConfig(_Strict):
+class EnvironmentConfig(Strict):
     """An environment and its promotion history (any order in the file; applied by time)."""
 
     name: EnvironmentName
@@ -150,7 +150,7 @@ class EnvironmentConfig(_Strict):
         return self
 
 
-class ModelConfig(_Strict):
+class ModelConfig(Strict):
     """A model of an organization with its deployments and environments."""
 
     id: ModelId
@@ -175,7 +175,7 @@ class ModelConfig(_Strict):
         return self
 
 
-class TrainerTargetConfig(_Strict):
+class TrainerTargetConfig(Strict):
     """A trainer node's target: ``url`` and ``kind`` (dcgm, kubelet, kubelet_summary, node_exporter,
     requests; docs/loops.md)."""
 
@@ -183,7 +183,7 @@ class TrainerTargetConfig(_Strict):
     kind: Literal["dcgm", "kubelet", "kubelet_summary", "node_exporter", "requests"]
 
 
-class TrainerNodeConfig(_Strict):
+class TrainerNodeConfig(Strict):
     """A node of a trainer deployment: ``role`` leader or worker, its GPU ranks (distinct integers from 0
     to ``MAX_GPU_RANK``), pod and targets (each URL once)."""
 
@@ -227,14 +227,14 @@ class TrainerNodeConfig(_Strict):
         return value
 
 
-class SamplerConfig(_Strict):
+class SamplerConfig(Strict):
     """The sampler half of a trainer deployment: a model (and deployment) declared under ``models``."""
 
     model: str
     deployment: str | None = None
 
 
-class TrainerDeploymentConfig(_Strict):
+class TrainerDeploymentConfig(Strict):
     """A trainer (Loops) deployment under ``loops``: its organization, nodes and sampler."""
 
     id: DeploymentId
@@ -255,7 +255,7 @@ class TrainerDeploymentConfig(_Strict):
         return self
 
 
-class BasicAuthConfig(_Strict):
+class BasicAuthConfig(Strict):
     """HTTP basic auth for the engine (reads and remote_write): printable ASCII ``username`` (no ``:``)
     and ``password``, neither empty."""
 
@@ -265,7 +265,7 @@ class BasicAuthConfig(_Strict):
     ]
 
 
-class StoreConfig(_Strict):
+class StoreConfig(Strict):
     """The sample store: ``kind: duckdb`` (the embedded default) or ``kind: prometheus`` (a
     Prometheus-compatible engine: ``flavor``, ``query_url``, ``remote_write_url``, optional
     ``basic_auth`` or ``bearer_token``, ``tenant_header`` and ``buffer_dir``; docs/store.md). Credentials
@@ -327,39 +327,7 @@ class StoreConfig(_Strict):
         return Path(data_dir) / (self.buffer_dir or "remote_write_buffer")
 
 
-class NetworkConfig(_Strict):
-    """Where tenant-supplied URLs may lead (``servemetrics.netpolicy``, docs/security.md): networks and
-    host names allowed for replica targets registered through the API and for webhooks, lifting the
-    default refusals."""
-
-    targets_allow: list[AllowEntry] = []
-    webhooks_allow: list[AllowEntry] = []
-
-
-class LimitsConfig(_Strict):
-    """Request body limits in bytes (``1048576`` or ``1MiB``): every API body, the gateway's inference
-    bodies, remote_write (the body and the size it declares decompressed) and ``/v1/import``; samples per
-    remote_write and import request; active series (seen in the last hour) per organization (0: off)."""
-
-    max_body_bytes: Annotated[int, byte_size(1024, 1 << 30)] = 1 * MiB
-    inference_body_bytes: Annotated[int, byte_size(1024, 1 << 34)] = 32 * MiB
-    remote_write_body_bytes: Annotated[int, byte_size(1024, 1 << 30)] = 32 * MiB
-    import_body_bytes: Annotated[int, byte_size(1024, 1 << 40)] = 1024 * MiB
-    remote_write_samples: int = Field(default=1_000_000, ge=1, le=100_000_000)
-    import_samples: int = Field(default=100_000_000, ge=1, le=10_000_000_000)
-    series_per_organization: int = Field(default=1_000_000, ge=0, le=1_000_000_000)
-
-
-class AuthRateLimitConfig(_Strict):
-    """Failed-authentication limiting per client address (docs/security.md): after ``failures``
-    requests with a key that is not stored within ``window`` (float seconds), every authenticated request
-    from that address is a 429 until the oldest of them is ``window`` old. ``failures: 0`` turns it off."""
-
-    failures: int = Field(default=30, ge=0, le=1_000_000)
-    window: Annotated[Duration, bounded((1.0, "1s"), (86400.0, "1d"))] = 60.0
-
-
-class Config(_Strict):
+class Config(Strict):
     """The whole file. ``registry_url`` is filled from ``data_dir`` when absent."""
 
     listen: ListenAddress = ListenAddress("127.0.0.1:8321")
@@ -382,6 +350,9 @@ class Config(_Strict):
     network: NetworkConfig = NetworkConfig()
     limits: LimitsConfig = LimitsConfig()
     auth_rate_limit: AuthRateLimitConfig = AuthRateLimitConfig()
+    ingest: IngestConfig = IngestConfig()
+    server: ServerConfig = ServerConfig()
+    key_pepper_file: Path | None = None
 
     @field_validator("registry_url")
     @classmethod

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import AfterValidator, BeforeValidator, GetCoreSchemaHandler, SecretStr
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, GetCoreSchemaHandler, SecretStr
 from pydantic_core import core_schema
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
@@ -22,6 +22,13 @@ from sqlalchemy.exc import ArgumentError
 from servemetrics.netpolicy import parse_allow_entry
 from servemetrics.registry.ids import check_deployment_id, check_id, check_port, check_target_url
 from servemetrics.types import redact_url
+
+
+class Strict(BaseModel):
+    """The base of every config model: unknown keys are errors, values are frozen."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
 
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")

@@ -185,6 +185,23 @@ def _parse(body: bytes, content_type: str | None, ts: int) -> ParseResult:
     return parse_exposition(body, content_type, ts)
 
 
+def _parse_and_adapt(
+    body: bytes, content_type: str | None, ts: int, labels: dict[str, str], limits: ScrapeLimits
+) -> tuple[ParseResult, list[Sample]]:
+    """``_parse``, ``adapt`` and the sample and label limits (run in a worker thread: a large exposition
+    must not stall the event loop). Raises ``ExpositionError`` / ``SummaryError`` as ``_parse`` does,
+    ``ScrapeLimitError`` over a limit."""
+    parsed = _parse(body, content_type, ts)
+    samples = adapt(parsed.samples, labels)
+    check_samples(samples, limits)
+    return parsed, samples
+
+
+def _batch_before(samples: list[Sample], limit_ms: int) -> tuple[SampleBatch, int]:
+    """``SampleBatch.from_samples(samples).before(limit_ms)`` (run in a worker thread)."""
+    return SampleBatch.from_samples(samples).before(limit_ms)
+
+
 def _target_key(target: Target) -> tuple[str, str, str, str]:
     """``(model_id, deployment_id, replica, url)`` for logs and metric labels (password redacted)."""
     lab = target.label_dict
@@ -257,6 +274,7 @@ class Scraper:
         limits: the limits of one scrape (``ScrapeLimits()`` by default; ``ingest.scrape_limits``).
         client_of: the client for a target's scrapes (default: ``client``), e.g. one whose connections
             the network policy checks for targets the config file does not declare.
+        limiter: bounds the worker threads that parse and adapt scrapes (default: anyio's shared one).
     """
 
     def __init__(
@@ -268,6 +286,7 @@ class Scraper:
         metrics: SelfMetrics | None = None,
         client_of: Callable[[Target], httpx.AsyncClient] | None = None,
         limits: ScrapeLimits | None = None,
+        limiter: anyio.CapacityLimiter | None = None,
     ) -> None:
         self._client = client
         self._client_of = client_of or (lambda _: client)
@@ -279,6 +298,7 @@ class Scraper:
         self._loops: KeyedLoops[Target] = KeyedLoops()
         self._seen: dict[str, _Seen] = {}
         self._pending: set[asyncio.Task[int]] = set()
+        self._limiter = limiter
 
     async def scrape_once(self, target: Target, now_ms: int | None = None) -> ScrapeResult:
         """Scrape ``target`` once and store the result; never raises for a bad target."""
@@ -292,7 +312,9 @@ class Scraper:
         up = Sample(
             UP, labels_of({**target.label_dict, "instance": target.url}), 1.0 if result.up else 0.0, ts
         )
-        batch, ahead = SampleBatch.from_samples([*result.samples, up]).before(ts + MAX_FUTURE_MS)
+        batch, ahead = await anyio.to_thread.run_sync(
+            _batch_before, [*result.samples, up], ts + MAX_FUTURE_MS, limiter=self._limiter
+        )
         if ahead:
             log.warning(
                 "dropped %d samples of %s timestamped over 10 minutes ahead", ahead, redact_url(target.url)
@@ -321,9 +343,15 @@ class Scraper:
     async def _fetch_and_parse(self, target: Target, ts: int) -> ScrapeResult:
         try:
             body, content_type = await self._fetch(target)
-            parsed = _parse(body, content_type, ts)
-            samples = adapt(parsed.samples, target.label_dict)
-            check_samples(samples, self.limits)
+            parsed, samples = await anyio.to_thread.run_sync(
+                _parse_and_adapt,
+                body,
+                content_type,
+                ts,
+                target.label_dict,
+                self.limits,
+                limiter=self._limiter,
+            )
         except (TimeoutError, httpx.TimeoutException):  # one read's timeout is the whole deadline too
             return self._failed(target, f"scrape took longer than scrape_timeout ({self.timeout_s:g}s)")
         except (httpx.HTTPError, ExpositionError, SummaryError, ScrapeLimitError, zlib.error) as exc:

@@ -15,11 +15,12 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
-from sqlalchemy import Connection, Engine, insert, select
+from sqlalchemy import Connection, Engine, insert
 
 from servemetrics.registry import rows
 from servemetrics.registry import tables as t
 from servemetrics.registry.migrations import migrate
+from servemetrics.registry.pepper import key_pepper
 from servemetrics.registry.records import EventInfo, InvalidValue
 from servemetrics.timeutil import wall_clock_ms
 
@@ -67,18 +68,17 @@ class ChangeCounter:
 
 class RegistryCore:
     """The engine (pending migrations applied on construction), the clock (epoch ms) and the pepper of
-    API key hashes (``registry_secrets.key_pepper``)."""
+    API key hashes: ``pepper`` given from outside, else the registry's own (``registry.pepper``; raises
+    ``KeyPepperError`` when they do not fit)."""
 
-    def __init__(self, engine: Engine, clock: Callable[[], int] = wall_clock_ms) -> None:
+    def __init__(
+        self, engine: Engine, clock: Callable[[], int] = wall_clock_ms, pepper: str | None = None
+    ) -> None:
         self.engine = engine
         self.clock = clock
         self.changes = ChangeCounter()
-        migrate(engine, clock())
-        with engine.connect() as conn:
-            row = conn.execute(
-                select(t.registry_secrets.c.value).where(t.registry_secrets.c.name == "key_pepper")
-            )
-            self.pepper: str = row.scalar_one()
+        fresh = "0002_api_key_pepper" in migrate(engine, clock())
+        self.pepper: str = key_pepper(engine, pepper, fresh)
 
     def at(self, at_ms: int | None) -> int:
         """``at_ms`` as an int, or now from the clock when None."""

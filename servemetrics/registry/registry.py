@@ -62,8 +62,10 @@ class Registry:
     events: Events
     trainers: Trainers
 
-    def __init__(self, engine: Engine, clock: Callable[[], int] = wall_clock_ms) -> None:
-        self._compose(RegistryCore(engine, clock))
+    def __init__(
+        self, engine: Engine, clock: Callable[[], int] = wall_clock_ms, pepper: str | None = None
+    ) -> None:
+        self._compose(RegistryCore(engine, clock, pepper))
 
     def _compose(self, core: RegistryCore) -> None:
         self._core = core
@@ -74,9 +76,11 @@ class Registry:
         self.trainers = Trainers(core)
 
     @classmethod
-    def open(cls, url: str, clock: Callable[[], int] = wall_clock_ms) -> Registry:
-        """Open (and migrate) the registry at ``url``: ``sqlite:///path`` or ``postgresql+psycopg://...``."""
-        return cls(create_registry_engine(url), clock)
+    def open(cls, url: str, clock: Callable[[], int] = wall_clock_ms, pepper: str | None = None) -> Registry:
+        """Open (and migrate) the registry at ``url``: ``sqlite:///path`` or ``postgresql+psycopg://...``;
+        ``pepper``: the API key pepper given from outside (None: the registry's own). Raises
+        ``KeyPepperError`` when the pepper does not fit the registry (``registry.pepper``)."""
+        return cls(create_registry_engine(url), clock, pepper)
 
     @property
     def engine(self) -> Engine:

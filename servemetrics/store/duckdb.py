@@ -28,32 +28,26 @@ from servemetrics.store import duckdb_eval
 from servemetrics.store.base import Selection, SelectResult, StoreStats, check_value_sets
 from servemetrics.store.duckdb_groups import group_cells
 from servemetrics.store.duckdb_previous import last_real_before, sealed_previous
-from servemetrics.store.duckdb_rollups import RollupIndex
 from servemetrics.store.duckdb_schema import (
     CHUNK_MS,
     HOT_LABELS,
-    ROLLUP_MS,
     Con,
     chunks_to_rewrite,
     create_tables,
     delete_chunks,
     delete_head,
-    delete_series,
-    drop_sealed,
     insert_head,
     insert_series,
     load_chunks,
-    load_rollup_columns,
     newest_per_series,
     read_chunks,
-    read_head,
-    read_sealed_until,
     read_series,
     sealed_samples,
     write_rows,
     write_sealed_until,
 )
 from servemetrics.store.duckdb_series import SeriesIndex
+from servemetrics.store.duckdb_state import NO_TS, drop_sealed_step, load_rollups, load_state, recover_head
 from servemetrics.store.duckdb_view import (
     ChunkCache,
     Generation,
@@ -69,43 +63,14 @@ from servemetrics.types import Labels, Matchers, SeriesKey
 GRACE_MS = 10 * 60 * 1000
 """Chunks are sealed once the newest sample is this far past their end (late scrapes stay in ``head``)."""
 
-_NO_TS = np.iinfo(np.int64).min
+APPEND_PIECE = 100_000
+"""Samples per writer task of an ``append``: a larger batch is cut, so a scrape waits one piece at most."""
+
+_NO_TS = NO_TS
 
 Step = Callable[[View], tuple[View, int]]
 """A write step inside the main file's transaction: the view after it, and how many samples it changed.
 A step that rewrote sealed chunks returns a new view (rollups reloaded); one that did nothing, its input."""
-
-
-def _recover_head(con: Con) -> tuple[int | None, View]:
-    """The store's state on open, after dropping the ``head`` rows before ``sealed_until``.
-
-    A seal commits chunks and ``sealed_until`` in the main file before it deletes the sealed rows
-    from the head file; a crash in between leaves rows before ``sealed_until``, dropped here.
-    """
-    sealed_until, view = _load_state(con)
-    if sealed_until is not None:
-        delete_head(con, sealed_until)
-    return sealed_until, view
-
-
-def _load_state(con: Con) -> tuple[int | None, View]:
-    """``sealed_until`` from ``meta`` (``None``: nothing was ever appended) and the view of the file:
-    the head rows at or after it and every rollup."""
-    sealed_until = read_sealed_until(con)
-    floor = _NO_TS if sealed_until is None else sealed_until
-    return sealed_until, View(floor, (sort_segment(*read_head(con, floor)),), _load_rollups(con))
-
-
-def _load_rollups(con: Con) -> RollupIndex:
-    return RollupIndex(load_rollup_columns(con), ROLLUP_MS, presorted=True)
-
-
-def _drop_sealed(con: Con, view: View, cut: int, gone: np.ndarray) -> tuple[View, int]:
-    """Retention step: ``drop_sealed`` and the ``series`` rows of ``gone`` (series whose every sample is
-    before ``cut``); the view with the rollups reloaded, and how many samples were dropped."""
-    dropped = drop_sealed(con, cut)
-    delete_series(con, gone)
-    return replace(view, rollups=_load_rollups(con)), dropped
 
 
 class DuckDBStore:
@@ -125,7 +90,7 @@ class DuckDBStore:
         self._keys, self._ids, self._labels = self._index.keys, self._index.ids, self._index.labels
         con = connect(self.path, self.head_path)
         create_tables(con)
-        self._sealed_until, self._view = _recover_head(con)
+        self._sealed_until, self._view = recover_head(con)
         self._load_series(con)
         self._closed = False
         self._writer = Writer(con, name=f"duckdb-writer {self.path.name}")
@@ -173,12 +138,17 @@ class DuckDBStore:
         """Store ``batch`` (columnar: ts in epoch ms); return how many samples were new (first write wins:
         a (series, ts) already stored, or repeated in the batch, keeps its first value).
 
-        Waits for the writer thread. Raises ``RuntimeError`` when the store is closed (an empty batch
-        returns 0 first), and what a failed write raises (samples already committed to ``head`` stay).
+        Waits for the writer thread. A batch over ``APPEND_PIECE`` samples is written as several writer
+        tasks, in order, so other writers (scrapes) are not held up behind it; each piece commits on
+        its own. Raises ``RuntimeError`` when the store is closed (an empty batch returns 0 first), and what
+        a failed write raises (samples already committed to ``head``, earlier pieces included, stay).
         """
         if len(batch) == 0:
             return 0
-        return self._writer.run(functools.partial(self._append, batch=batch))
+        return sum(
+            self._writer.run(functools.partial(self._append, batch=piece))
+            for piece in batch.pieces(APPEND_PIECE)
+        )
 
     def _append(self, con: Con, batch: SampleBatch) -> int:
         ids = self._resolve(con, batch.series)
@@ -213,7 +183,7 @@ class DuckDBStore:
             view = sealed
         except BaseException:
             con.rollback()
-            self._sealed_until, view = _load_state(con)  # the view and bookkeeping from the file
+            self._sealed_until, view = load_state(con)  # the view and bookkeeping from the file
             raise
         finally:
             self._view = view
@@ -273,7 +243,7 @@ class DuckDBStore:
         delete_chunks(con, load)
         write_rows(con, all_sid, all_ts, all_val, prev_ts, prev_val)
         np.maximum.at(self._max_ts, sid, ts)
-        return replace(view, rollups=_load_rollups(con)), int(all_ts.size) - int(e_ts.size)
+        return replace(view, rollups=load_rollups(con)), int(all_ts.size) - int(e_ts.size)
 
     def delete_before(self, ts_ms: int) -> int:
         """Drop samples older than ``ts_ms`` (epoch ms; retention), and the series left without samples
@@ -293,7 +263,7 @@ class DuckDBStore:
             delete_head(con, cut)
             self._view = replace(self._view, head=self._view.head_keep(cut))
         gone = np.flatnonzero((self._max_ts < cut) & (self._max_ts != _NO_TS))  # every sample before cut
-        dropped += self._write(con, lambda view: _drop_sealed(con, view, cut, gone))
+        dropped += self._write(con, lambda view: drop_sealed_step(con, view, cut, gone))
         self._forget(gone)
         return dropped
 

@@ -24,6 +24,9 @@ T = TypeVar("T")
 ROW_GROUP_ROWS = 2048
 """DuckDB row group size of the store's main file (DuckDB's default is 122,880 rows); see ``connect``."""
 
+MAX_QUEUED = 64
+"""Write tasks queued or running at once; a caller past it waits (in its own thread) for room."""
+
 CLOSED = "the store is closed"
 """Message of the ``RuntimeError`` raised by every entry of a closed store."""
 
@@ -91,11 +94,13 @@ class Writer:
 
     ``run(fn)`` queues ``fn(con)`` and waits for it; ``close(last)`` runs ``last(con)`` after every task
     queued before it and then stops the thread. Once closed, ``run`` raises ``RuntimeError(CLOSED)``.
+    At most ``max_queued`` tasks of ``run`` are queued or running; a further ``run`` waits for room first.
     """
 
-    def __init__(self, con: duckdb.DuckDBPyConnection, name: str) -> None:
+    def __init__(self, con: duckdb.DuckDBPyConnection, name: str, max_queued: int = MAX_QUEUED) -> None:
         self._con = con
         self._tasks: queue.Queue[_Task[Any]] = queue.Queue()
+        self._room = threading.BoundedSemaphore(max_queued)
         self._submitting = threading.Lock()  # orders submissions against the end of the thread
         self._closed = False
         self._thread = threading.Thread(target=self._execute_writes, name=name, daemon=True)
@@ -107,8 +112,9 @@ class Writer:
         Raises what ``fn`` raises, or ``RuntimeError(CLOSED)`` when the writer is closed.
         """
         task = _Task(fn)
-        self._submit(task)
-        return task.outcome()
+        with self._room:  # not held by close: a close never waits behind the bound
+            self._submit(task)
+            return task.outcome()
 
     def read_cursor(self) -> duckdb.DuckDBPyConnection:
         """A new cursor on the main file for a reader (its own transaction; any thread; close it after)."""

@@ -25,6 +25,7 @@ from servemetrics.api.deps import (
 )
 from servemetrics.api.errors import ApiError, bad_request
 from servemetrics.api.ingest_limits import check_sample_count, count_sample_lines
+from servemetrics.api.service import Service
 from servemetrics.ingest.adapters import adapt
 from servemetrics.ingest.backfill import BackfillError, iter_backfill
 from servemetrics.ingest.exposition import normalise_le
@@ -112,6 +113,23 @@ def _check_owner(registry: Registry, key: KeyInfo, samples: list[Sample]) -> Non
         resolve_deployment(registry, resolve_model(registry, key, model_id), deployment_id)
 
 
+def _store_write(service: Service, registry: Registry, key: KeyInfo, body: bytes) -> int:
+    """Decode, check, adapt and store one remote_write body (in an ingest worker thread); the samples
+    stored. Raises ``ApiError`` 413 / 400 as the route documents."""
+    limit = service.config.limits.remote_write_body_bytes
+    try:
+        samples = _checked_buckets(decode_write_request(body, limit))
+    except RemoteWriteTooLarge as exc:
+        raise ApiError(413, str(exc)) from exc
+    except RemoteWriteError as exc:
+        raise bad_request(f"not a usable remote_write 1.0 body: {exc}") from exc
+    check_sample_count(
+        len(samples), service.config.limits.remote_write_samples, "limits.remote_write_samples"
+    )
+    _check_owner(registry, key, samples)
+    return service.append(_not_ahead(SampleBatch.from_samples(_adapt_by_target(samples)), service.clock()))
+
+
 @router.post("/api/v1/write", status_code=204)
 async def remote_write(
     request: Request, service: ServiceDep, registry: RegistryDep, key: ManageAuth
@@ -123,20 +141,13 @@ async def remote_write(
     NaN or infinite value are dropped. 413 when the body, or the size its snappy header declares
     decompressed, is over ``limits.remote_write_body_bytes``, or its samples over
     ``limits.remote_write_samples``. Series new to an organization at ``limits.series_per_organization``
-    active series are left out (``api/series_limit.py``).
+    active series are left out (``api/series_limit.py``). 503 with ``Retry-After`` (before the body is
+    read) when every ingest worker and queue place is taken (config ``ingest``); the work runs in an
+    ingest worker thread, off the event loop.
     """
-    limit = service.config.limits.remote_write_body_bytes
-    try:
-        samples = _checked_buckets(decode_write_request(await request.body(), limit))
-    except RemoteWriteTooLarge as exc:
-        raise ApiError(413, str(exc)) from exc
-    except RemoteWriteError as exc:
-        raise bad_request(f"not a usable remote_write 1.0 body: {exc}") from exc
-    check_sample_count(
-        len(samples), service.config.limits.remote_write_samples, "limits.remote_write_samples"
-    )
-    _check_owner(registry, key, samples)
-    stored = service.append(_not_ahead(SampleBatch.from_samples(_adapt_by_target(samples)), service.clock()))
+    async with service.ingest.slot():
+        body = await request.body()
+        stored = await service.ingest.run(_store_write, service, registry, key, body)
     service.metrics.samples_appended.labels("remote_write").inc(stored)
     return Response(status_code=204)
 
@@ -155,23 +166,33 @@ async def import_openmetrics(
 
     Returns ``{"samples": stored, "batches": n}``; 400 naming the bad line for invalid input. Batches
     before a bad line are stored (the file is streamed), as with ``promtool tsdb create-blocks``. 413,
-    nothing stored, when the file has over ``limits.import_samples`` sample lines.
+    nothing stored, when the file has over ``limits.import_samples`` sample lines. 503 with
+    ``Retry-After`` before the body is read when every ingest worker and queue place is taken.
     """
     model = resolve_model(registry, key, model_id)
     dep = resolve_deployment(registry, model, deployment_id)
     labels = {"model_id": model.id, "model_name": model.name, "deployment_id": dep.id, "replica": replica}
-    with tempfile.NamedTemporaryFile(dir=Path(service.config.data_dir), suffix=".om") as tmp:
-        async for chunk in request.stream():
-            tmp.write(chunk)
-        tmp.flush()
-        limit = service.config.limits.import_samples
-        check_sample_count(count_sample_lines(tmp.name, limit), limit, "limits.import_samples")
-        stored = batches = 0
-        try:
-            for batch in iter_backfill(tmp.name, labels, workers=1):
-                stored += service.append(_not_ahead(batch, service.clock()))
-                batches += 1
-        except (BackfillError, UnicodeDecodeError) as exc:
-            raise bad_request(f"import stopped after {stored} samples: {exc}") from exc
+    async with service.ingest.slot():
+        with tempfile.NamedTemporaryFile(dir=Path(service.config.data_dir), suffix=".om") as tmp:
+            async for chunk in request.stream():
+                tmp.write(chunk)
+            tmp.flush()
+            stored, batches = await service.ingest.run(_store_import, service, tmp.name, labels)
     service.metrics.samples_appended.labels("import").inc(stored)
     return {"samples": stored, "batches": batches}
+
+
+def _store_import(service: Service, path: str, labels: dict[str, str]) -> tuple[int, int]:
+    """Parse, adapt and store the OpenMetrics file at ``path`` (in an ingest worker thread):
+    ``(samples stored, batches)``. Raises ``ApiError`` 413 over ``limits.import_samples`` sample lines
+    (nothing stored), 400 at a bad line (batches before it stay)."""
+    limit = service.config.limits.import_samples
+    check_sample_count(count_sample_lines(path, limit), limit, "limits.import_samples")
+    stored = batches = 0
+    try:
+        for batch in iter_backfill(path, labels, workers=1):
+            stored += service.append(_not_ahead(batch, service.clock()))
+            batches += 1
+    except (BackfillError, UnicodeDecodeError) as exc:
+        raise bad_request(f"import stopped after {stored} samples: {exc}") from exc
+    return stored, batches

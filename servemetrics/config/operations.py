@@ -1,0 +1,68 @@
+"""The operator's policies and limits of the config file: ``network``, ``limits``, ``auth_rate_limit``,
+``ingest`` and ``server`` (docs/configuration.md, docs/security.md). Sizes are bytes, durations float
+seconds."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from servemetrics.config.validators import AllowEntry, Duration, Strict, bounded, byte_size
+
+MiB = 1 << 20
+"""Bytes in a MiB (the ``limits`` defaults)."""
+
+
+class NetworkConfig(Strict):
+    """Where tenant-supplied URLs may lead (``servemetrics.netpolicy``, docs/security.md): networks and
+    host names allowed for replica targets registered through the API and for webhooks, lifting the
+    default refusals."""
+
+    targets_allow: list[AllowEntry] = []
+    webhooks_allow: list[AllowEntry] = []
+
+
+class LimitsConfig(Strict):
+    """Request body limits in bytes (``1048576`` or ``1MiB``): every API body, the gateway's inference
+    bodies, remote_write (the body and the size it declares decompressed) and ``/v1/import``; samples per
+    remote_write and import request; active series (seen in the last hour) per organization (0: off)."""
+
+    max_body_bytes: Annotated[int, byte_size(1024, 1 << 30)] = 1 * MiB
+    inference_body_bytes: Annotated[int, byte_size(1024, 1 << 34)] = 32 * MiB
+    remote_write_body_bytes: Annotated[int, byte_size(1024, 1 << 30)] = 32 * MiB
+    import_body_bytes: Annotated[int, byte_size(1024, 1 << 40)] = 1024 * MiB
+    remote_write_samples: int = Field(default=1_000_000, ge=1, le=100_000_000)
+    import_samples: int = Field(default=100_000_000, ge=1, le=10_000_000_000)
+    series_per_organization: int = Field(default=1_000_000, ge=0, le=1_000_000_000)
+
+
+class AuthRateLimitConfig(Strict):
+    """Failed-authentication limiting per client address (docs/security.md): after ``failures``
+    requests with a key that is not stored within ``window`` (float seconds), every authenticated request
+    from that address is a 429 until the oldest of them is ``window`` old. ``failures: 0`` turns it off."""
+
+    failures: int = Field(default=30, ge=0, le=1_000_000)
+    window: Annotated[Duration, bounded((1.0, "1s"), (86400.0, "1d"))] = 60.0
+
+
+class IngestConfig(Strict):
+    """The worker threads that decode, parse, adapt and store pushed samples (remote_write, import) and
+    parse scrapes, off the event loop: ``workers`` threads for pushed bodies (the scraper's parsing has
+    as many of its own), ``queue`` more requests admitted to wait for one, and ``retry_after`` (float
+    seconds, sent rounded up) in the 503 that answers a push when all are taken."""
+
+    workers: int = Field(default=2, ge=1, le=64)
+    queue: int = Field(default=4, ge=0, le=1000)
+    retry_after: Annotated[Duration, bounded((1.0, "1s"), (3600.0, "1h"))] = 5.0
+
+
+class ServerConfig(Strict):
+    """The HTTP server's connection limits (uvicorn; float seconds): ``header_timeout``, the most a client
+    may take from opening a connection (or starting its next request on it) to the end of the request's
+    headers; ``keep_alive_timeout``, how long an idle kept-alive connection stays open;
+    ``limit_concurrency``, the most connections or requests at once (over it new requests are a 503)."""
+
+    header_timeout: Annotated[Duration, bounded((0.1, "100ms"), (3600.0, "1h"))] = 10.0
+    keep_alive_timeout: Annotated[Duration, bounded((0.1, "100ms"), (3600.0, "1h"))] = 5.0
+    limit_concurrency: int = Field(default=2048, ge=1, le=1_000_000)
