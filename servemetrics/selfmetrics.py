@@ -97,16 +97,7 @@ class SelfMetrics:
             registry=r,
             buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
         )
-        self.ingest_in_flight = Gauge(
-            "servemetrics_ingest_in_flight",
-            "Remote_write and import requests being stored or waiting for an ingest worker.",
-            registry=r,
-        )
-        self.ingest_refused = Counter(
-            "servemetrics_ingest_refused",
-            "Remote_write and import requests answered 503: every ingest worker and queue place was taken.",
-            registry=r,
-        )
+        self._ingest_metrics(r)
         self.targets = Gauge("servemetrics_scrape_targets", "Configured scrape targets.", registry=r)
         self.target_up = Gauge(
             "servemetrics_target_up",
@@ -118,6 +109,19 @@ class SelfMetrics:
             "servemetrics_series_limit_refused_samples",
             "Samples of new series refused: their organization was at limits.series_per_organization.",
             ["organization"],
+            registry=r,
+        )
+
+    def _ingest_metrics(self, r: CollectorRegistry) -> None:
+        """The ingest pool's gauge and counter (``api/ingest_pool.IngestPool``)."""
+        self.ingest_in_flight = Gauge(
+            "servemetrics_ingest_in_flight",
+            "Remote_write and import requests being stored or waiting for an ingest worker.",
+            registry=r,
+        )
+        self.ingest_refused = Counter(
+            "servemetrics_ingest_refused",
+            "Remote_write and import requests answered 503: every ingest worker and queue place was taken.",
             registry=r,
         )
 

@@ -201,6 +201,22 @@ async def _scraper(stack: AsyncExitStack, service: Service) -> Scraper:
     return scraper
 
 
+def _limited(service: Service) -> Service:
+    """``service`` with the limits its config sets: failed authentications, active series, ingest."""
+    config, clock = service.config, service.clock
+    limit = config.auth_rate_limit
+    service.auth_limiter = FailedAuthLimiter(limit.failures, round(limit.window * 1000), clock)
+    service.series_limit = ActiveSeries(
+        config.limits.series_per_organization,
+        functools.partial(_org_of, service.registry),
+        clock,
+        service.metrics,
+    )
+    pushed = config.ingest
+    service.ingest = IngestPool(pushed.workers, pushed.queue, pushed.retry_after, service.metrics)
+    return service
+
+
 @asynccontextmanager
 async def open_service(
     config: Config,
@@ -231,17 +247,7 @@ async def open_service(
         apply_config(config, registry)
         opened = _store_for(config, store)
         stack.callback(opened.close)
-        service = Service(config, registry, opened, SelfMetrics(), clock, egress=egress_of(config))
-        limit = config.auth_rate_limit
-        service.auth_limiter = FailedAuthLimiter(limit.failures, round(limit.window * 1000), clock)
-        service.series_limit = ActiveSeries(
-            config.limits.series_per_organization,
-            functools.partial(_org_of, registry),
-            clock,
-            service.metrics,
-        )
-        pushed = config.ingest
-        service.ingest = IngestPool(pushed.workers, pushed.queue, pushed.retry_after, service.metrics)
+        service = _limited(Service(config, registry, opened, SelfMetrics(), clock, egress=egress_of(config)))
         if isinstance(opened, SelfMonitored):  # an engine store: queue, sent, failed, retries
             service.metrics.watch_remote_write(opened.remote_write_stats)
         if gateway:
