@@ -16,6 +16,7 @@ Tests keep this table, the recipes and ``docs/catalog.md`` in agreement.
 
 from __future__ import annotations
 
+from servemetrics.catalog.engines import ENGINE_ROWS
 from servemetrics.catalog.model import (
     HISTOGRAM_LABEL_SETS,
     STATUS_LABEL_SETS,
@@ -258,9 +259,10 @@ _ROWS: tuple[MetricDef, ...] = (
     ),
 )
 
-CATALOG: dict[str, MetricDef] = {m.name: m for m in _ROWS}
+CATALOG: dict[str, MetricDef] = {m.name: m for m in _ROWS + ENGINE_ROWS}
 """Canonical metric name -> definition, in the catalog's order: the dashboard's panel order (the spec
-page's graphs first, in the page's order; then graphs hidden by default)."""
+page's graphs first, in the page's order; then graphs hidden by default, the engines' last:
+``catalog.engines``)."""
 
 DEFAULT_METRICS: tuple[str, ...] = (
     "baseten_replicas_active",

@@ -61,6 +61,53 @@ HISTOGRAM_LABEL_SETS: tuple[dict[str, str], ...] = tuple({"quantile": q} for q i
 )
 STATUS_LABEL_SETS: tuple[dict[str, str], ...] = ({"status": "2xx"}, {"status": "4xx"}, {"status": "5xx"})
 PLAIN_LABEL_SETS: tuple[dict[str, str], ...] = ({},)
+SPEED_LABEL_SETS: tuple[dict[str, str], ...] = ({"stat": "avg"}, {"quantile": "0.5"}, {"quantile": "0.01"})
+"""Label sets of a speed derived from a time-per-token histogram (``Formula.INVERSE``): the mean speed
+(``avg``, as the histograms' ``{stat: avg}``), the median and the slow tail p1 (as their quantiles: the
+q quantile of a speed is 1 / the 1 - q quantile of the time per token)."""
+
+
+@dataclass(frozen=True)
+class Ranks:
+    """How the parallel ranks of one engine replica combine (a series label per rank).
+
+    Attributes:
+        parallel: labels of data-parallel ranks (vLLM ``engine``, SGLang ``dp_rank``): each serves its
+            own requests, so its series is one more unit (summed by a ``sum`` aggregation, one more term
+            of a ``mean``).
+        copies: labels of tensor / pipeline-parallel ranks (SGLang ``tp_rank``, ``pp_rank``): they
+            repeat one value, so per replica, data-parallel rank and step the copies are averaged
+            (counted once), never summed.
+    """
+
+    parallel: tuple[str, ...] = ()
+    copies: tuple[str, ...] = ()
+
+
+NO_RANKS = Ranks()
+
+
+class Formula(StrEnum):
+    """How a derived metric is computed from the catalog metrics it names (``Derived.inputs``), per
+    value set, from the same per-kind combination as the inputs (never a mean of per-sample rates)."""
+
+    INVERSE = "inverse"
+    """1 / a time-per-token histogram: ``{stat: avg}`` = Δcount / Δsum (1 / mean), ``{quantile: q}`` =
+    1 / its ``1 - q`` quantile (median = 1 / p50, p1 = 1 / p99)."""
+    RATE = "rate"
+    """Δcounter / the value set's seconds."""
+    RATIO = "ratio"
+    """Δfirst counter / Δsecond counter (null when the second did not increase)."""
+    ONE_PLUS_RATIO = "one_plus_ratio"
+    """1 + Δfirst / Δsecond (mean acceptance length: the bonus token plus accepted per draft)."""
+
+
+@dataclass(frozen=True)
+class Derived:
+    """A metric computed from other catalog metrics: ``formula`` over ``inputs`` (catalog names)."""
+
+    formula: Formula
+    inputs: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -85,6 +132,8 @@ class MetricDef:
         default_visible: True when the graph is shown before the user customises the view (the spec
             page's graphs); False for graphs listed hidden in "Customize view" (engine metrics,
             websocket connections, pod readiness).
+        ranks: how an engine's parallel ranks combine (``Ranks``); ``NO_RANKS`` for the rest.
+        derived: for a derived metric, its formula and inputs (``Derived``); None for a stored series.
         sources: for a REPLICA-scope metric, the ``source`` labels of its views of one replica, most
             preferred first (``source_rank``). This is the one statement of the order: the query layer
             reads it, the adapter table's ``Rule.preference`` column (which the recording rules compile)
@@ -103,6 +152,8 @@ class MetricDef:
     legend: str = ""
     default_visible: bool = False
     sources: tuple[str, ...] = ()
+    ranks: Ranks = NO_RANKS
+    derived: Derived | None = None
 
     def source_rank(self, source: str) -> int:
         """Position of ``source`` in ``sources`` (0: the most preferred); a source not listed (none, a

@@ -18,6 +18,12 @@ class UnknownMetricError(ValueError):
         self.names = list(names)
         shown = [n if len(n) <= 80 else n[:77] + "..." for n in self.names[:10]]
         more = f" and {len(self.names) - 10} more" if len(self.names) > 10 else ""
+        platform = [n for n in CATALOG if ":" not in n]
         super().__init__(
-            "unknown metric name(s): " + ", ".join(shown) + more + ". Known names: " + ", ".join(CATALOG)
+            "unknown metric name(s): "
+            + ", ".join(shown)
+            + more
+            + ". Known names: "
+            + ", ".join(platform)
+            + ", and the engine metrics vllm:* and sglang:* listed in docs/catalog.md"
         )

@@ -13,6 +13,10 @@ Recipes (DESIGN "Query semantics"; the store evaluates the per-series part, this
 - HISTOGRAM: INCREASE of every bucket summed per ``le``, quantiles by PromQL ``histogram_quantile``
   rules (``quantiles.bucket_quantile``), ``avg`` = increase of ``_sum`` / increase of ``_count``.
 - By-label metrics map the stored label to the catalog's label sets (``status_code`` 503 -> ``5xx``).
+- Engine ranks (``MetricDef.ranks``): data-parallel ranks are series like any other (they add up);
+  tensor / pipeline-parallel copies of one rank are averaged first (``_select``: counted once).
+- Derived metrics (``MetricDef.derived``) are computed per value set from their inputs' recipes
+  (``_derived``): Δa / Δb, Δa / seconds, 1 / a time-per-token histogram's avg and quantiles.
 - No sample in a value set -> ``null``. For counters and histograms a value set in which a target of the
   serving deployments was up (``up`` == 1) but no sample of the metric exists reads 0 (counters) or
   ``null`` quantiles (histograms: no observations). A label set missing while others have data reads 0.
@@ -25,7 +29,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from servemetrics.catalog.model import QUANTILES, Aggregation, Kind, MetricDef, Scope, Unit
+from servemetrics.catalog import CATALOG
+from servemetrics.catalog.model import QUANTILES, Aggregation, Formula, Kind, MetricDef, Scope, Unit
 from servemetrics.labels import PHASE_LABELS, UP
 from servemetrics.query.plan import Plan
 from servemetrics.query.quantiles import bucket_quantile, parse_le
@@ -234,6 +239,40 @@ def _preferred_source(
     return out, one
 
 
+_RANK_UNIT = ("deployment_id", "replica", "source")
+"""With the data-parallel rank labels, what one engine rank is (``_select``)."""
+
+
+def _sum_groups(res: SelectResult, project: Callable[[GroupKey], GroupKey]) -> SelectResult:
+    """Groups that ``project`` maps to one key become one group: cells summed (totals and series)."""
+    merged: dict[GroupKey, list[Cell | None]] = {}
+    for key, cells in res.items():
+        slots = merged.setdefault(project(key), [None] * len(cells))
+        for i, cell in enumerate(cells):
+            if cell is not None:
+                prev = slots[i]
+                slots[i] = cell if prev is None else Cell(prev.total + cell.total, prev.series + cell.series)
+    return merged
+
+
+def _select(
+    ctx: _Context, metric: MetricDef, name: str, reducer: Reducer, group_by: tuple[str, ...] = ()
+) -> SelectResult:
+    """``ctx.select`` with the catalog's rank rule (``MetricDef.ranks``): when the metric has rank
+    copies (tensor / pipeline ranks repeating one value), the copies of one rank unit (replica, source,
+    data-parallel ranks) are averaged, each unit counts as one series, then units are summed per
+    ``group_by`` key. Without copies every series is a unit already (data-parallel ranks add up)."""
+    copies = metric.ranks.copies
+    if not copies:
+        return ctx.select(name, reducer, group_by)
+    unit = KeyLayout(group_by + tuple(n for n in _RANK_UNIT + metric.ranks.parallel if n not in group_by))
+    full = KeyLayout(unit.scope + copies)
+    res = ctx.select(name, reducer, full.labels)
+    if not res:
+        return res
+    return _sum_groups(_average_groups(res, full.project(unit)), unit.project(KeyLayout(group_by)))
+
+
 def _gauge(ctx: _Context, metric: MetricDef) -> Rows | None:
     """Gauges, in two averaging steps before the cross-series aggregation:
 
@@ -247,7 +286,7 @@ def _gauge(ctx: _Context, metric: MetricDef) -> Rows | None:
     reducer = Reducer.LAST if ctx.plan.mode is Mode.CURRENT else Reducer.MEAN
     phases = PHASE_LABELS if metric.scope is not Scope.SERIES else ()
     layout = KeyLayout(_SCOPE_KEYS[metric.scope], phases, metric.by_label)
-    res = ctx.select(metric.name, reducer, layout.labels)
+    res = _select(ctx, metric, metric.name, reducer, layout.labels)
     if not res:
         return None
     if phases:
@@ -263,7 +302,7 @@ def _gauge(ctx: _Context, metric: MetricDef) -> Rows | None:
 
 def _counter(ctx: _Context, metric: MetricDef) -> Rows | None:
     layout = KeyLayout(_SCOPE_KEYS[metric.scope], by_label=metric.by_label)
-    res = ctx.select(metric.name, Reducer.INCREASE, layout.labels)
+    res = _select(ctx, metric, metric.name, Reducer.INCREASE, layout.labels)
     if not res:
         return None
     if metric.scope is Scope.REPLICA:
@@ -305,11 +344,11 @@ def _histogram_row(
 def _histogram(ctx: _Context, metric: MetricDef) -> Rows | None:
     """Only the buckets with data in a value set take part in it: a bucket layout that another series
     (or an older version of the same one) used elsewhere in the window must not add empty buckets."""
-    buckets = ctx.select(metric.name + "_bucket", Reducer.INCREASE, ("le",))
+    buckets = _select(ctx, metric, metric.name + "_bucket", Reducer.INCREASE, ("le",))
     if not buckets:
         return None
-    sums = ctx.select(metric.name + "_sum", Reducer.INCREASE).get(())
-    counts = ctx.select(metric.name + "_count", Reducer.INCREASE).get(())
+    sums = _select(ctx, metric, metric.name + "_sum", Reducer.INCREASE).get(())
+    counts = _select(ctx, metric, metric.name + "_count", Reducer.INCREASE).get(())
     bounds_keys = sorted(((b, k) for k in buckets if (b := _bound(k[0])) is not None), key=lambda b: b[0])
     if not bounds_keys:
         return None
@@ -320,6 +359,48 @@ def _histogram(ctx: _Context, metric: MetricDef) -> Rows | None:
         n = counts[i] if counts else None
         out.append(_histogram_row(present, s, n, len(metric.label_sets)))
     return out
+
+
+def _speed_inputs(metric: MetricDef, source: MetricDef) -> list[int]:
+    """``Formula.INVERSE``: per label set of ``metric``, the index of the time-per-token label set whose
+    inverse it is (``{stat: avg}`` -> ``{stat: avg}``, ``{quantile: q}`` -> ``{quantile: 1 - q}``)."""
+    out = []
+    for ls in metric.label_sets:
+        want = ls if "stat" in ls else {"quantile": f"{1 - float(ls['quantile']):g}"}
+        out.append(source.label_sets.index(want))
+    return out
+
+
+def _inverse(v: float | None) -> float | None:
+    return 1.0 / v if v is not None and v > 0 else None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b is not None and b > 0 else None
+
+
+def _derived(ctx: _Context, metric: MetricDef) -> Rows | None:
+    """A derived metric (``MetricDef.derived``) from its inputs' own recipes, per value set: ratios of
+    increases, increases per second, the inverse of a time-per-token histogram's mean and quantiles."""
+    assert metric.derived is not None
+    got: list[Rows] = []
+    for m in (CATALOG[n] for n in metric.derived.inputs):
+        rows = _RECIPES[m.kind](ctx, m)
+        if rows is None:
+            return None
+        got.append(rows)
+    first = [r[0] for r in got[0]]
+    formula = metric.derived.formula
+    if formula is Formula.INVERSE:
+        at = _speed_inputs(metric, CATALOG[metric.derived.inputs[0]])
+        return [[_inverse(row[j]) for j in at] for row in got[0]]
+    if formula is Formula.RATE:
+        return [[v / ctx.seconds(i) if v is not None else None] for i, v in enumerate(first)]
+    second = [r[0] for r in got[1]]
+    ratios = [_ratio(a, b) for a, b in zip(first, second, strict=True)]
+    if formula is Formula.ONE_PLUS_RATIO:
+        return [[1.0 + r if r is not None else None] for r in ratios]
+    return [[r] for r in ratios]
 
 
 _RECIPES: dict[Kind, Callable[[_Context, MetricDef], Rows | None]] = {
@@ -342,7 +423,7 @@ def execute(plan: Plan, store: Store) -> MetricsResult:
     descriptors: list[Descriptor] = []
     columns: list[Rows] = []
     for metric in plan.metrics:
-        rows = _RECIPES[metric.kind](ctx, metric)
+        rows = (_derived if metric.derived else _RECIPES[metric.kind])(ctx, metric)
         if rows is None:
             continue
         descriptors.append(Descriptor(metric.name, metric.unit, metric.kind, metric.label_sets))

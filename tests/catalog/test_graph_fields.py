@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from servemetrics.catalog import CATALOG
+from servemetrics.catalog.engines import ENGINE_ROWS
 from servemetrics.catalog.render import markdown_table
 
 SPEC_PANELS = [
@@ -30,12 +31,17 @@ SPEC_PANELS = [
 """The graphs of metrics-dashboard.md, in the page's order."""
 
 
+ENGINE_PANELS = list(dict.fromkeys(m.panel for m in ENGINE_ROWS))
+"""The engine graphs (catalog/engines.py), after the platform's, all hidden by default."""
+
+
 def _panels() -> list[str]:
     return list(dict.fromkeys(m.panel for m in CATALOG.values()))
 
 
 def test_panels_follow_the_spec_page_then_the_hidden_ones():
-    assert _panels() == [*SPEC_PANELS, "WebSocket connections", "Pod readiness"]
+    assert _panels() == [*SPEC_PANELS, "WebSocket connections", "Pod readiness", *ENGINE_PANELS]
+    assert all(p.startswith(("vLLM ", "SGLang ")) for p in ENGINE_PANELS)
 
 
 def test_metrics_of_one_panel_are_adjacent_and_named_by_legend():
@@ -61,7 +67,7 @@ def test_default_visible_is_the_spec_page_graphs():
     shown = {m.panel for m in CATALOG.values() if m.default_visible}
     hidden = {m.panel for m in CATALOG.values() if not m.default_visible}
     assert shown == set(SPEC_PANELS)
-    assert hidden == {"WebSocket connections", "Pod readiness"}
+    assert hidden == {"WebSocket connections", "Pod readiness", *ENGINE_PANELS}
     assert not any(n.startswith(("vllm:", "sglang:")) and CATALOG[n].default_visible for n in CATALOG)
 
 

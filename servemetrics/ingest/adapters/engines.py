@@ -9,9 +9,18 @@ from servemetrics.ingest.adapters.rules import Rule
 
 ALIASES: dict[str, str] = {
     "vllm:gpu_cache_usage_perc": "vllm:kv_cache_usage_perc",
+    "vllm:gpu_prefix_cache_queries": "vllm:prefix_cache_queries",
+    "vllm:gpu_prefix_cache_hits": "vllm:prefix_cache_hits",
+    "vllm:time_per_output_token_seconds": "vllm:inter_token_latency_seconds",
+    "sglang:time_per_output_token_seconds": "sglang:inter_token_latency_seconds",
 }
 """Source metric renamed by an engine upgrade -> the name it is stored under, so the series stays
-continuous. When both names appear in one scrape, the new name's sample wins (regression case C9)."""
+continuous (exporters.md §1 version timeline: vLLM 0.9 renamed the cache metrics, 0.11 the TPOT
+histogram; SGLang's early TPOT histogram is its ITL). Keys and values are family names: every sample
+suffix (``_total``, ``_bucket``, ``_sum``, ``_count``) follows, and so do creation times (the scraper
+adapts the zeros it dates). When both names appear in one scrape, the new name's sample wins
+(regression case C9), never the sum. vLLM ≈0.8 counted
+``gpu_prefix_cache_*`` in blocks, later versions in tokens: stored as they come (docs/catalog.md)."""
 
 PREFIXES: dict[str, str] = {"vllm:": "vllm", "sglang:": "sglang"}
 """Engine name prefix -> ``source`` label; any sample with such a prefix is kept under its own name."""
