@@ -63,7 +63,8 @@ def _post(base: str, body: bytes, headers: dict[str, str] = WRITE_HEADERS) -> ht
 def test_a_2m_sample_write_leaves_healthz_and_another_tenants_series_fast(tmp_path):
     body = gpu_body(1000, 2000, "g")
     other = {**WRITE_HEADERS, "Authorization": f"Bearer {OTHER_KEY}"}
-    with service(tmp_path) as base:
+    # 2 M samples in one request: over the default limits.remote_write_samples (1 M), raised here
+    with service(tmp_path, limits={"remote_write_samples": 2_000_000}) as base:
         assert _post(base, gpu_body(2, 30, "o", model="m2", dep="x1"), other).status_code == 204
         writing, finished = threading.Event(), threading.Event()
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
