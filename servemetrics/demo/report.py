@@ -107,3 +107,24 @@ def table(body: dict[str, Any], title: str, last_steps: int = 4) -> Table:
             name = d["name"].removeprefix("baseten_")
             out.add_row(name, _labels(labels), *(fmt(s["values"][i][j], d["unit_hint"], name) for s in sets))
     return out
+
+
+def agreement(counts: dict[str, int], webhooks: list[dict[str, Any]], summary: dict[str, Any]) -> str:
+    """One line comparing the requests the demo's client counted with the environment's SUMMARY of
+    ``baseten_inference_requests_total``: sync answers by status class, plus each queued (async) request
+    whose webhook reported no error as a 2xx (the gateway counts its execution there)."""
+    delivered = sum(1 for hook in webhooks if not hook.get("errors"))
+    client = {
+        "2xx": counts.get("2xx", 0) + delivered,
+        "4xx": counts.get("4xx", 0),
+        "5xx": counts.get("5xx", 0),
+    }
+    got = values(summary)
+    served = {c: got.get(("baseten_inference_requests_total", f"status={c}")) for c in client}
+    same = all(served[c] is not None and round(served[c] or 0.0, 6) == n for c, n in client.items())
+    shown = ", ".join(f"{c} {n}" for c, n in client.items())
+    told = ", ".join(f"{c} {served[c]:g}" if served[c] is not None else f"{c} null" for c in client)
+    return (
+        f"requests counted by the client: {shown} (async delivered {delivered}); "
+        f"SUMMARY: {told}: {'equal' if same else 'DIFFERENT'}"
+    )

@@ -194,9 +194,20 @@ class Demo:
         self.load.stop()
         if self.trainer_load is not None:
             self.trainer_load.stop()
+        self._await_webhooks(30.0)
         time.sleep(SCRAPE_S + 1.5)  # one more scrape of the gateway and replicas
         self._status(time.monotonic() - t0)
         self._tables("at the end")
+
+    def _await_webhooks(self, at_most_s: float) -> None:
+        """Wait (at most ``at_most_s`` seconds) until every accepted async request's webhook arrived, so
+        the final tables count what the client counts."""
+        if self.load is None or self.webhooks is None:
+            return
+        accepted = sum(n for k, n in self.load.counts.items() if k.startswith("async 2"))
+        deadline = time.monotonic() + at_most_s
+        while len(self.webhooks.received) < accepted and time.monotonic() < deadline:
+            time.sleep(0.2)
 
     def _promote(self, action: str, percent: int) -> None:
         body: dict[str, object] = {"percent": percent}
@@ -239,6 +250,9 @@ class Demo:
         self.console.print(f"\n[bold]Tables {when}[/bold] (GET {url})")
         self.console.print(report.table(current, "CURRENT (default metrics)"))
         self.console.print(report.table(summary, "SUMMARY since the demo started"))
+        if self.load is not None and when == "at the end":
+            hooks = self.webhooks.received if self.webhooks else []
+            self.console.print(report.agreement(dict(self.load.counts), hooks, summary), soft_wrap=True)
         self.console.print(report.table(series, f"SERIES, last steps of {series.get('step_seconds')} s"))
         try:
             loops = loops_report.query(self.client, self.topo.base, TRAINER, start, now)

@@ -154,5 +154,9 @@ def test_demo_feeds_every_metric_promotes_and_exits_cleanly(tmp_path):
     assert KEY in out and f"{base}/docs" in out and "stopped every process" in out
     for title in ("CURRENT", "SUMMARY", "SERIES"):
         assert out.count(title) >= 2, out  # at start-up and at the end
+    # issue 11: the requests the demo's client counted through the rolling promotion (sync by status
+    # class, each delivered async request as a 2xx) equal the environment's SUMMARY, exactly
+    [line] = [x for x in out.splitlines() if x.startswith("requests counted by the client:")]
+    assert line.endswith(": equal"), line
     assert len(seen) >= 8  # four replicas, two replays, the trainer, the service
     assert [pid for pid in seen if _alive(pid)] == []
