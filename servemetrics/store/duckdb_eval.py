@@ -283,19 +283,27 @@ def evaluate(
     return _EVALUATORS[sel.reducer](evaluation)
 
 
+def _with_rollups(
+    ev: _Evaluation,
+    add_rollups: Callable[[_Evaluation, _RollupRows, np.ndarray, np.ndarray], None],
+) -> tuple[np.ndarray, np.ndarray, _Samples]:
+    """Flat totals and counts with the rollup pieces added, and the virtual samples (the last sample of
+    each run of buckets a raw piece follows) the raw stream must carry."""
+    total, count = ev.zeros()
+    if not ev.reads.roll:
+        return total, count, _NO_SAMPLES
+    rows = ev.rollup_rows()
+    add_rollups(ev, rows, total, count)
+    return total, count, ev.virtual(rows, rows.tail_follows)
+
+
 def _summed(
     ev: _Evaluation,
     add_rollups: Callable[[_Evaluation, _RollupRows, np.ndarray, np.ndarray], None],
     add_raw: Callable[[_Evaluation, _Stream, np.ndarray, np.ndarray], None],
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Flat totals and sample counts of every cell: the rollup pieces, then the raw pieces (whose stream
-    carries the last sample of a run of buckets that a raw piece follows)."""
-    total, count = ev.zeros()
-    virtual = _NO_SAMPLES
-    if ev.reads.roll:
-        rows = ev.rollup_rows()
-        virtual = ev.virtual(rows, rows.tail_follows)
-        add_rollups(ev, rows, total, count)
+    """Flat totals and sample counts of every cell: the rollup pieces, then the raw pieces."""
+    total, count, virtual = _with_rollups(ev, add_rollups)
     if ev.reads.raw:
         add_raw(ev, ev.stream(virtual), total, count)
     return total, count
@@ -312,12 +320,7 @@ def _evaluate_mean(ev: _Evaluation) -> Reduced:
 def _evaluate_increase(ev: _Evaluation) -> Reduced:
     """INCREASE (``duckdb_increase``: ``C + P(hi) - P(lo)`` per series and value set): the counted deltas
     of the samples in each value set from rollup runs and raw pieces, then the straddling pairs' parts."""
-    total, count = ev.zeros()
-    virtual = _NO_SAMPLES
-    if ev.reads.roll:
-        rows = ev.rollup_rows()
-        virtual = ev.virtual(rows, rows.tail_follows)
-        _rollup_increases(ev, rows, total, count)
+    total, count, virtual = _with_rollups(ev, _rollup_increases)
     if ev.n_series == 0:
         return ev.shaped(total, count)
     stream = ev.stream(virtual)
