@@ -22,6 +22,8 @@ from typing import Any
 import httpx
 from anyio import CapacityLimiter
 
+from servemetrics.api import api_limit
+from servemetrics.api.api_limit import ApiRateLimiter
 from servemetrics.api.auth_limit import FailedAuthLimiter, unlimited
 from servemetrics.api.ingest_pool import IngestPool
 from servemetrics.api.series_limit import ActiveSeries
@@ -64,6 +66,8 @@ class Service:
         egress: the network policies of tenant-supplied URLs (``config.egress_of``).
         auth_limiter: failed-authentication limiting per client address (``auth_rate_limit``; by
             default none).
+        api_limiter: the management API's limits per key and endpoint (``api_rate_limit``; by default
+            none).
         series_limit: active series per organization (``limits.series_per_organization``; by default
             none): every ingest path passes its batches through ``series_limit.admit``.
         ingest: the worker threads and queue of pushed bodies (config ``ingest``).
@@ -79,6 +83,7 @@ class Service:
     queued: QueuedRequests | None = None
     egress: Egress | None = None
     auth_limiter: FailedAuthLimiter = field(default_factory=unlimited)
+    api_limiter: ApiRateLimiter = field(default_factory=api_limit.unlimited)
     series_limit: ActiveSeries = field(default_factory=lambda: ActiveSeries(0, lambda _: None, wall_clock_ms))
     ingest: IngestPool = field(default_factory=lambda: IngestPool(2, 4, 5.0))
 
@@ -202,10 +207,12 @@ async def _scraper(stack: AsyncExitStack, service: Service) -> Scraper:
 
 
 def _limited(service: Service) -> Service:
-    """``service`` with the limits its config sets: failed authentications, active series, ingest."""
+    """``service`` with the limits its config sets: failed authentications, the management API's per-key
+    limits, active series, ingest."""
     config, clock = service.config, service.clock
     limit = config.auth_rate_limit
     service.auth_limiter = FailedAuthLimiter(limit.failures, round(limit.window * 1000), clock)
+    service.api_limiter = ApiRateLimiter(**config.api_rate_limit.model_dump(), clock=clock)
     service.series_limit = ActiveSeries(
         config.limits.series_per_organization,
         functools.partial(_org_of, service.registry),
