@@ -101,8 +101,8 @@ class ApiRateLimiter:
         is not counted (not under ``/v1/``, or ingest) or its limit is 0."""
         if not template.startswith("/v1/") or endpoint_name(method, template) in NOT_COUNTED:
             return None
-        ending = next((rule for end, rule in _PER_MINUTE.items() if template.endswith(end)), None)
-        rule = self._rules[ending if ending is not None and method.upper() == "POST" else "default"]
+        special = next((name for end, name in _PER_MINUTE.items() if template.endswith(end)), None)
+        rule = self._rules[special if special is not None and method.upper() == "POST" else "default"]
         return rule if rule.limit > 0 else None
 
     def check(self, key_id: int, method: str, template: str) -> None:
@@ -135,7 +135,8 @@ class ApiRateLimiter:
             return None
 
     def _forget(self, now: int) -> None:
-        """Drop the least recently used pairs while there are too many or while they are idle."""
+        """Drop the least recently used pairs while there are more than ``max_tracked``, then up to two of
+        the least recently used ones that were idle for a whole window (a little cleanup per request)."""
         while len(self._admitted) > self._max_tracked:
             del self._admitted[next(iter(self._admitted))]
         for pair, (rule, times) in list(itertools.islice(self._admitted.items(), 2)):
