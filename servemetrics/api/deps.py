@@ -143,8 +143,8 @@ def authenticate(
         key: KeyInfo = checked[1]
     else:
         key = check_key(service, request.client, authorization)
-    route = request.scope.get("route")
-    template = getattr(route, "path", None)
+    route = request.scope.get("route")  # the matched APIRoute; its path is the whole template, as
+    template = getattr(route, "path", None)  # app.py includes every router without a prefix of its own
     if isinstance(template, str):
         service.api_limiter.check(key.id, request.method, template)
     return key

@@ -13,10 +13,15 @@ import threading
 from collections.abc import Iterator
 
 import pytest
+from fastapi.dependencies.models import Dependant
+from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
 
-from servemetrics.api.api_limit import ApiRateLimiter, Rule
+from servemetrics.api.api_limit import ApiRateLimiter, Rule, endpoint_name
+from servemetrics.api.app import ROUTERS
+from servemetrics.api.deps import authenticate
 from servemetrics.api.errors import ApiError
+from servemetrics.api.routes import gateway, queued
 from servemetrics.config import ConfigError, parse_config
 from tests.apptools import auth, build_app, org
 from tests.query.helpers import T0
@@ -173,6 +178,29 @@ def test_routes_that_are_not_the_management_api_are_not_counted(start):
     assert limiter.endpoint_rule("POST", "/v1/import") is None
     assert limiter.endpoint_rule("POST", "/api/v1/write") is None
     assert limiter.endpoint_rule("GET", "/metrics") is None
+
+
+def _authenticates(dependant: Dependant) -> bool:
+    return any(d.call is authenticate or _authenticates(d) for d in dependant.dependencies)
+
+
+def test_which_routes_are_counted():
+    """Every route of the app: those that take a key through ``authenticate`` under ``/v1/`` are
+    counted, activate / deactivate per minute; the inference routes never reach ``authenticate``."""
+    limiter = ApiRateLimiter(100, 20, 10, lambda: T0)
+    routes = [r for m in (*ROUTERS, gateway, queued) for r in m.router.routes if isinstance(r, APIRoute)]
+    keyed = {
+        endpoint_name(m, r.path): r.path for r in routes if _authenticates(r.dependant) for m in r.methods
+    }
+    rules = {name: limiter.endpoint_rule(*name.split(" ")) for name in keyed}
+    per_minute = {name for name, rule in rules.items() if rule == Rule(20, 60_000)}
+    deployment = "/v1/models/{model_id}/deployments/{deployment_id}"
+    assert per_minute == {f"POST {deployment}/activate", f"POST {deployment}/deactivate"}
+    assert {name for name, rule in rules.items() if rule is None} == {"POST /api/v1/write", "POST /v1/import"}
+    assert all(path.startswith("/v1/") for name, path in keyed.items() if rules[name] is not None)
+    assert "GET /v1/models" in rules and len(rules) > 30
+    inference = [r for m in (gateway, queued) for r in m.router.routes if isinstance(r, APIRoute)]
+    assert inference and not any(_authenticates(r.dependant) for r in inference)
 
 
 def test_each_limit_can_be_turned_off(start):
