@@ -1,7 +1,7 @@
 """The answers of ``GET /v1/loops/deployments`` and ``GET /v1/loops/deployments/{id}``: a trainer deployment
 as the platform's ``LoopsDeploymentV1`` (what its SDK, PyPI ``baseten`` 0.13.1, parses) plus our own
-fields (``name``, ``metrics_url``, ``nodes``). docs/loops.md "Listing trainers" lists the fields we
-cannot fill and the neutral values they get.
+fields (``name``, ``metrics_url``, ``nodes``). docs/management.md "Fields we cannot fill" lists the
+fields we cannot fill and the neutral values they get.
 """
 
 from __future__ import annotations
