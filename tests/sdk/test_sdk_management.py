@@ -123,3 +123,16 @@ def test_deactivate_activate_and_terminate_a_replica(service: Service) -> None:
         model_id="m2", deployment_id="e3"
     ).active_replica_count
     assert (gone.success, before, after) == (True, 1, 0)
+
+
+def test_the_production_alias_of_autoscaling(service: Service) -> None:
+    answer = service.api.patch_models_deployments_production_autoscaling_settings(
+        model_id="m2", request=UpdateAutoscalingSettings(scale_down_delay=120)
+    )
+    production = service.api.get_models_deployments_production(model_id="m2")
+    assert production.autoscaling_settings is not None
+    assert (answer.status, production.is_production, production.autoscaling_settings.scale_down_delay) == (
+        "ACCEPTED",
+        True,
+        120,
+    )
