@@ -179,10 +179,9 @@ _ROWS: tuple[MetricDef, ...] = (
     MetricDef(
         "baseten_gpu_temperature_celsius",
         Kind.GAUGE,
-        Unit.COUNT,
+        Unit.CELSIUS,
         _MEAN,
-        "GPU temperature in degrees Celsius (unit hint COUNT: the spec has no temperature unit), "
-        "mean across GPUs.",
+        "GPU temperature in degrees Celsius (unit hint CELSIUS, the platform SDK's), mean across GPUs.",
         panel="GPU temperature",
         default_visible=True,
     ),

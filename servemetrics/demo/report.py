@@ -73,7 +73,7 @@ def _labels(labels: dict[str, str]) -> str:
 
 
 def fmt(value: float | None, unit: str, name: str = "") -> str:
-    """A value for a table: ``null``, seconds in ms, bytes in KiB/MiB, GPU ratios in %, CPU in cores."""
+    """A value for a table: ``null``, seconds in ms, bytes in KiB/MiB, GPU ratios in %, CPU in cores, °C."""
     if value is None:
         return "null"
     if unit == "SECONDS":
@@ -84,6 +84,8 @@ def fmt(value: float | None, unit: str, name: str = "") -> str:
         return f"{value:.3f} cores" if "cpu" in name else f"{value * 100:.1f} %"
     if unit == "MEBIBYTES":
         return f"{value:.1f} MiB"
+    if unit == "CELSIUS":
+        return f"{value:.1f} °C"
     return f"{value:.4g}"
 
 

@@ -168,7 +168,8 @@ def _set_policy(base: str, dep: str, policy: str | None) -> None:
         headers=_auth(MANAGE),
         json={"policy": policy},
     )
-    assert r.status_code == 200 and r.json() == {"request_backpressure_settings": {"policy": policy}}, r.text
+    assert r.status_code == 200, r.text
+    assert r.json() == {"policy": policy, "request_backpressure_settings": {"policy": policy}}
 
 
 def test_reject_on_full_answers_429_with_retry_after(svc):

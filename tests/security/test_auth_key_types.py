@@ -100,7 +100,7 @@ ROUTES = [
     ),
     Route("PATCH", f"{M}/deployments/d1/autoscaling_settings", "manage", 200, body={"min_replica": 0}),
     Route("PATCH", f"{M}/deployments/d1/request_backpressure_settings", "manage", 200, body={"policy": None}),
-    Route("POST", f"{M}/environments", "manage", 201, body={"name": "staging"}),
+    Route("POST", f"{M}/environments", "manage", 200, body={"name": "staging"}),
     Route("PATCH", f"{M}/environments/staging", "manage", 200, body={"promotion_settings": {}}),
     Route("POST", f"{M}/environments/staging/promote", "manage", 200, body={"deployment_id": "d1"}),
     Route("POST", f"{M}/environments/production/pause_promotion", "manage", 409),

@@ -95,10 +95,12 @@ def update_autoscaling(
 def update_backpressure(
     registry: RegistryDep, model: ManageModel, deployment_id: str, body: BackpressureUpdate
 ) -> dict[str, Any]:
-    """Set the policy → ``{request_backpressure_settings: {policy}}``; the gateway applies it at once."""
+    """Set the policy → ``{policy, request_backpressure_settings: {policy}}``: ``policy`` at the top is the
+    platform's ``RequestBackpressureSettingsV1`` (what its SDK reads), the nested copy our earlier answer;
+    the gateway applies it at once."""
     d = resolve_deployment(registry, model, deployment_id)
     registry.deployments.set_request_backpressure(model.id, d.id, body.policy)
-    return {"request_backpressure_settings": {"policy": body.policy}}
+    return {"policy": body.policy, "request_backpressure_settings": {"policy": body.policy}}
 
 
 @router.delete("/models/{model_id}/deployments/{deployment_id}/replicas/{replica_id}")
