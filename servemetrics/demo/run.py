@@ -252,12 +252,25 @@ class Demo:
             hooks = self.webhooks.received if self.webhooks else []
             self.console.print(report.agreement(dict(self.load.counts), hooks, summary), soft_wrap=True)
         self.console.print(report.table(series, f"SERIES, last steps of {series.get('step_seconds')} s"))
+        self._engine_tables(start, now)
         try:
             loops = loops_report.query(self.client, self.topo.base, TRAINER, start, now)
         except httpx.HTTPError as exc:
             self.console.print(f"[red]Loops metrics call failed:[/red] {exc}")
             return
         self.console.print(loops_report.table(loops))
+
+    def _engine_tables(self, start: int, now: int) -> None:
+        """Per deployment, a SUMMARY since the demo started of the engine metrics its replicas expose."""
+        engines = {r.deployment: r.engine for r in self.topo.replicas}
+        for dep, engine in sorted(engines.items()):
+            url = f"{self.topo.base}/v1/models/{MODEL}/deployments/{dep}/metrics"
+            try:
+                body = report.query(self.client, url, "SUMMARY", report.ENGINE_METRICS[engine], start, now)
+            except httpx.HTTPError as exc:
+                self.console.print(f"[red]engine metrics of {dep} failed:[/red] {exc}")
+                continue
+            self.console.print(report.table(body, f"ENGINE {dep} ({engine} format) SUMMARY since the start"))
 
     def _shutdown(self) -> None:
         try:

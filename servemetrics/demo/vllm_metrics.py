@@ -54,6 +54,25 @@ _LENGTHS = {
 }
 
 
+def _gauges(registry: CollectorRegistry, engine: Engine, labels: dict[str, str]) -> None:
+    """Running, waiting and the modelled KV-cache usage (blocks used / capacity), read at each scrape."""
+    capacity_blocks = engine.kv_capacity_tokens // engine.block_size
+    for name, doc, read in (
+        (
+            "num_requests_running",
+            "Number of requests in model execution batches.",
+            lambda: len(engine.running),
+        ),
+        ("num_requests_waiting", "Number of requests waiting to be processed.", lambda: engine.waiting),
+        (
+            "kv_cache_usage_perc",
+            "KV-cache usage. 1 means 100 percent usage.",
+            lambda: min(1.0, engine.kv_blocks_used() / capacity_blocks),
+        ),
+    ):
+        Gauge(f"vllm:{name}", doc, list(labels), registry=registry).labels(**labels).set_function(read)
+
+
 class VllmMetrics:
     """The ``vllm:*`` series of one replica in ``registry``; ``engine.recorder`` is set to it."""
 
@@ -61,9 +80,7 @@ class VllmMetrics:
         labels = {"model_name": model_name, "engine": "0"}
         names = list(labels)
         self.engine = engine
-
-        def gauge(name: str, doc: str) -> Gauge:
-            return Gauge(f"vllm:{name}", doc, names, registry=registry)
+        _gauges(registry, engine, labels)
 
         def counter(name: str, doc: str) -> Counter:
             return Counter(f"vllm:{name}", doc, names, registry=registry).labels(**labels)
@@ -71,16 +88,6 @@ class VllmMetrics:
         def histogram(name: str, doc: str, buckets: tuple[float, ...]) -> Histogram:
             return Histogram(f"vllm:{name}", doc, names, buckets=buckets, registry=registry).labels(**labels)
 
-        gauge("num_requests_running", "Number of requests in model execution batches.").labels(
-            **labels
-        ).set_function(lambda: len(engine.running))
-        gauge("num_requests_waiting", "Number of requests waiting to be processed.").labels(
-            **labels
-        ).set_function(lambda: engine.waiting)
-        capacity_blocks = engine.kv_capacity_tokens // engine.block_size
-        gauge("kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.").labels(
-            **labels
-        ).set_function(lambda: min(1.0, engine.kv_blocks_used() / capacity_blocks))
         self.queries = counter(
             "prefix_cache_queries", "Prefix cache queries, in terms of number of queried tokens."
         )
