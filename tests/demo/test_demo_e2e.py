@@ -183,7 +183,7 @@ def test_demo_feeds_every_metric_promotes_and_exits_cleanly(tmp_path):
             proc.wait()
     out = (tmp_path / "demo.out").read_text()
     assert KEY in out and f"{base}/docs" in out and "stopped every process" in out
-    for title in ("CURRENT", "SUMMARY", "SERIES"):
+    for title in ("CURRENT", "SUMMARY", "SERIES", "ENGINE d1 (vllm format)", "ENGINE d2 (sglang format)"):
         assert out.count(title) >= 2, out  # at start-up and at the end
     # issue 11: the requests the demo's client counted through the rolling promotion (sync by status
     # class, each delivered async request as a 2xx) equal the environment's SUMMARY, exactly
