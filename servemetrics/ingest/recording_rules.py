@@ -147,8 +147,9 @@ def exposed_relabel_config(adapters: Mapping[str, tuple[Rule, ...]] = ADAPTERS) 
 
 def _all_rules(adapters: Mapping[str, tuple[Rule, ...]]) -> list[tuple[str, list[Rule]]]:
     """Per adapter (table order, unscrapable ones left out), its rules plus the engine passthrough rules
-    ``rules_for`` adds for a renamed engine name (``adapt`` keeps the new name under itself)."""
-    matched = {r.match for rules in adapters.values() for r in rules}
+    ``rules_for`` adds for a renamed engine name (``adapt`` keeps the new name under itself, also when
+    another rule adapts that name to the ``baseten_llm_*`` set)."""
+    kept = {r.match for rules in adapters.values() for r in rules if r.match == r.target}
     out = []
     for adapter, rules in adapters.items():
         if adapter in AGENT_UNSCRAPABLE:
@@ -156,7 +157,7 @@ def _all_rules(adapters: Mapping[str, tuple[Rule, ...]]) -> list[tuple[str, list
         extra = [
             r
             for target in dict.fromkeys(r.target for r in rules)
-            if target not in matched
+            if target not in kept
             for r in rules_for(target)
             if r.target == target
         ]

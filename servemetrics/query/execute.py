@@ -10,8 +10,10 @@ Recipes (DESIGN "Query semantics"; the store evaluates the per-series part, this
 - COUNTER: per-series INCREASE (resets count, no extrapolation), summed; PER_SECOND / RATIO metrics
   divide by the value set's seconds (REPLICA scope: per replica from its preferred source, as for
   gauges, then the aggregation across replicas).
-- HISTOGRAM: INCREASE of every bucket summed per ``le``, quantiles by PromQL ``histogram_quantile``
-  rules (``quantiles.bucket_quantile``), ``avg`` = increase of ``_sum`` / increase of ``_count``.
+- HISTOGRAM: INCREASE of every bucket summed per ``le`` (views with different bucket layouts merged
+  at the union of their bounds, ``quantiles.merge_layouts``; REPLICA scope: one source per replica),
+  quantiles by PromQL ``histogram_quantile`` rules (``quantiles.bucket_quantile``), ``avg`` = increase
+  of ``_sum`` / increase of ``_count``.
 - By-label metrics map the stored label to the catalog's label sets (``status_code`` 503 -> ``5xx``).
 - Engine ranks (``MetricDef.ranks``): data-parallel ranks are series like any other (they add up);
   tensor / pipeline-parallel copies of one rank are averaged first (``_select``: counted once).
@@ -33,7 +35,7 @@ from servemetrics.catalog import CATALOG
 from servemetrics.catalog.model import QUANTILES, Aggregation, Formula, Kind, MetricDef, Scope, Unit
 from servemetrics.labels import PHASE_LABELS, UP
 from servemetrics.query.plan import Plan
-from servemetrics.query.quantiles import bucket_quantile, parse_le
+from servemetrics.query.quantiles import bucket_quantile, merge_layouts, parse_le
 from servemetrics.query.windows import CURRENT_LOOKBACK_MS, Mode
 from servemetrics.store.base import Cell, GroupKey, Reducer, Selection, SelectResult, Store
 
@@ -341,23 +343,55 @@ def _histogram_row(
     return row
 
 
+_HISTOGRAM_UNIT = ("deployment_id", "replica", "source")
+"""One histogram for the layout merge and the source choice: one replica's view from one source (its
+data-parallel ranks share one bucket layout and add up per bound)."""
+
+
+def _preferred_views(groups: dict[GroupKey, list[tuple[float, float]]], metric: MetricDef) -> set[GroupKey]:
+    """REPLICA scope: per replica (``deployment_id``, ``replica``), the view of its most preferred source
+    with buckets in the value set (``MetricDef.source_rank``, ties by name), as ``_preferred_source``."""
+    best: dict[GroupKey, GroupKey] = {}
+    for key in sorted(groups, key=lambda k: (metric.source_rank(k[2]), k[2])):
+        best.setdefault(key[:2], key)
+    return set(best.values())
+
+
+def _total(res: SelectResult, i: int, keys: set[GroupKey] | None) -> Cell | None:
+    """The sum of the value set ``i`` cells of ``res`` (only ``keys`` when given); None without any."""
+    cells = [c[i] for k, c in res.items() if c[i] is not None and (keys is None or k in keys)]
+    if not cells:
+        return None
+    return Cell(math.fsum(c.total for c in cells if c is not None), len(cells))
+
+
 def _histogram(ctx: _Context, metric: MetricDef) -> Rows | None:
-    """Only the buckets with data in a value set take part in it: a bucket layout that another series
-    (or an older version of the same one) used elsewhere in the window must not add empty buckets."""
-    buckets = _select(ctx, metric, metric.name + "_bucket", Reducer.INCREASE, ("le",))
+    """Per value set, the buckets of each view (``_HISTOGRAM_UNIT``) with data there, merged by
+    ``quantiles.merge_layouts``: summed per bound when every view has one layout, each view read at the
+    union of bounds when they differ (a vLLM and an SGLang replica, two engine versions), never a per-``le``
+    sum of different layouts. Only the buckets with data in a value set take part in it: a bucket layout
+    that another series (or an older version of the same one) used elsewhere in the window must not add
+    empty buckets. REPLICA scope (``baseten_llm_*``): one source per replica (the native series over an
+    engine's adapted one), for the buckets, ``_sum`` and ``_count`` alike."""
+    unit = ("le", *_HISTOGRAM_UNIT)
+    buckets = _select(ctx, metric, metric.name + "_bucket", Reducer.INCREASE, unit)
     if not buckets:
         return None
-    sums = _select(ctx, metric, metric.name + "_sum", Reducer.INCREASE).get(())
-    counts = _select(ctx, metric, metric.name + "_count", Reducer.INCREASE).get(())
-    bounds_keys = sorted(((b, k) for k in buckets if (b := _bound(k[0])) is not None), key=lambda b: b[0])
-    if not bounds_keys:
+    sums = _select(ctx, metric, metric.name + "_sum", Reducer.INCREASE, _HISTOGRAM_UNIT)
+    counts = _select(ctx, metric, metric.name + "_count", Reducer.INCREASE, _HISTOGRAM_UNIT)
+    bounds = {k: b for k in buckets if (b := _bound(k[0])) is not None}
+    if not bounds:
         return None
     out: Rows = []
     for i in range(len(ctx.plan.value_sets)):
-        present = [(b, c.total) for b, k in bounds_keys if (c := buckets[k][i]) is not None]
-        s = sums[i] if sums else None
-        n = counts[i] if counts else None
-        out.append(_histogram_row(present, s, n, len(metric.label_sets)))
+        groups: dict[GroupKey, list[tuple[float, float]]] = {}
+        for key, b in bounds.items():
+            if (cell := buckets[key][i]) is not None:
+                groups.setdefault(key[1:], []).append((b, cell.total))
+        keys = _preferred_views(groups, metric) if metric.scope is Scope.REPLICA else None
+        present = merge_layouts([g for k, g in groups.items() if keys is None or k in keys])
+        row = _histogram_row(present, _total(sums, i, keys), _total(counts, i, keys), len(metric.label_sets))
+        out.append(row)
     return out
 
 
