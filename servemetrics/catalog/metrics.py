@@ -112,7 +112,8 @@ _ROWS: tuple[MetricDef, ...] = (
         Kind.GAUGE,
         Unit.COUNT,
         _SUM,
-        "Replicas the autoscaling settings ask for at the current concurrency (docs/gateway.md).",
+        "Replicas the autoscaling settings ask for at the current concurrency (in-flight tokens when "
+        "target_in_flight_tokens is set; docs/gateway.md).",
         scope=_DEP,
         panel="Replicas",
         legend="Desired",
