@@ -4,14 +4,16 @@ first token and the speeds derived from them, so every engine gets the same LLM 
 Sources (``ingest.adapters.llm``, reasons per row there and in docs/catalog.md): samples already named
 ``baseten_llm_*`` are kept as they are (passthrough, no ``source`` label); vLLM and SGLang series are
 adapted to these names only where exporters.md says the semantics match (``source="vllm"`` /
-``"sglang"``). Rows with no engine equivalent (tokens/s per request, KV-cache hit-rate histogram,
-in-flight tokens, number of requests) come from the passthrough only.
+``"sglang"``; running and waiting requests add up as ``state`` children). Rows with no engine
+equivalent (tokens/s per request, KV-cache hit-rate histogram, in-flight tokens) come from the
+passthrough only.
 
 One replica, one source (``Scope.REPLICA``, ``sources=("",)``): when a replica reports a native
 ``baseten_llm_*`` series and an engine series adapted to the same name, the native one is used in that
 value set, never both (no double counting); a replica with only engine series uses those.
-Ranks: vLLM's ``engine`` (data-parallel engine cores) add up; the SGLang series adapted here are its
-tokenizer-side metrics, which carry no rank label. Every graph is hidden by default, as the engines'.
+Ranks: vLLM's ``engine`` and SGLang's ``dp_rank`` (data-parallel) add up; SGLang's tokenizer-side
+metrics carry no rank label, its scheduler gauges (running / queued requests) repeat per ``tp_rank`` /
+``pp_rank`` and count once. Every graph is hidden by default, as the engines'.
 """
 
 from __future__ import annotations
@@ -35,12 +37,17 @@ NATIVE_FIRST: tuple[str, ...] = ("",)
 label) before any engine adapted to the name (``vllm`` / ``sglang``, which rank after it, equal)."""
 LLM_RANKS = Ranks(parallel=("engine", "dp_rank"))
 """vLLM ``engine`` / SGLang ``dp_rank``: data-parallel ranks serve their own requests, so they add up."""
+SCHEDULER_RANKS = Ranks(parallel=("engine", "dp_rank"), copies=("tp_rank", "pp_rank"))
+"""``baseten_llm_num_requests`` from SGLang's scheduler gauges: its tensor / pipeline ranks repeat one value
+(counted once, as ``catalog.engines.SGLANG_RANKS``); a native series has none of these labels."""
 
 _G, _C, _H = Kind.GAUGE, Kind.COUNTER, Kind.HISTOGRAM
 _N, _S, _R, _PS = Unit.COUNT, Unit.SECONDS, Unit.RATIO, Unit.PER_SECOND
 
 
-def _row(name: str, kind: Kind, unit: Unit, help: str, panel: str, legend: str = "") -> MetricDef:
+def _row(
+    name: str, kind: Kind, unit: Unit, help: str, panel: str, legend: str = "", ranks: Ranks = LLM_RANKS
+) -> MetricDef:
     label_sets = HISTOGRAM_LABEL_SETS if kind is Kind.HISTOGRAM else PLAIN_LABEL_SETS
     return MetricDef(
         name,
@@ -53,7 +60,7 @@ def _row(name: str, kind: Kind, unit: Unit, help: str, panel: str, legend: str =
         panel=panel,
         legend=legend,
         sources=NATIVE_FIRST,
-        ranks=LLM_RANKS,
+        ranks=ranks,
     )
 
 
@@ -146,8 +153,9 @@ STORED: tuple[MetricDef, ...] = (
         "baseten_llm_num_requests",
         _G,
         _N,
-        "Concurrent in-flight requests across LLM workers.",
+        "Concurrent in-flight requests across LLM workers (engines: running + waiting).",
         "LLM requests",
+        ranks=SCHEDULER_RANKS,
     ),
     _row(
         TPOT,

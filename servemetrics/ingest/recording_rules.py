@@ -23,6 +23,7 @@ one operand::
   ``unless on (model_id, deployment_id, replica)`` a rule of the same canonical name with a higher
   preference has a series for that replica; together the rules are ``best or on (...) next or on (...)
   ...``, highest preference first, the query layer's choice (``MetricDef.sources``).
+- Constant labels (``Rule.constant``) are set with ``label_replace(..., "<name>", "<value>", "", "")``.
 - NaN and infinite samples are filtered out (``x < Inf > -Inf``), as the exposition parser drops them.
 - ``le`` rescaling (``Rule.le_divisor``): PromQL cannot divide a label, so each of the source's known
   bounds (``Rule.le_bounds``) gets its own ``label_replace`` to the rescaled bound, written as ``adapt``
@@ -233,11 +234,14 @@ def operand(rule: Rule, exposed: Iterable[str] = ()) -> str:
     without ``le_bounds``.
     """
     inner = _renamed(rule, _with_le(rule, set(exposed)))
+    for name, value in rule.constant:
+        inner = f'label_replace({inner}, {quote(name)}, {quote(value)}, "", "")'
     if rule.labels is None:
         dropped = [*AGENT_LABELS, *(f"exported_{name}" for name in REGISTRY_LABELS)]
         expr = f"max without ({', '.join(dropped)}) ({inner})"
     else:
-        kept = list(dict.fromkeys([*rule.labels.values(), *REGISTRY_LABELS]))
+        constant = [name for name, _ in rule.constant]
+        kept = list(dict.fromkeys([*rule.labels.values(), *constant, *REGISTRY_LABELS]))
         expr = f"max by ({', '.join(kept)}) ({inner})"
     if rule.divisor != 1.0:
         expr = f"{expr} / {rule.divisor!r}"

@@ -24,8 +24,15 @@ TTFT, TPOT = "baseten_llm_time_to_first_token_seconds", "baseten_llm_time_per_ou
 R2 = Target("http://10.0.0.8:8000/metrics", labels_of({**REPLICA, "replica": "r2"}))
 
 
+REQS = "baseten_llm_num_requests"
+
+
 def delta(store: Store, name: str) -> list[float | None] | None:
     return answer(store, name, 0, 30)
+
+
+def gauge(store: Store, name: str) -> list[float | None] | None:
+    return answer(store, name, 15, 30)  # the fixture's own sample alone
 
 
 def test_vllm_v1_docs_design_sample(store: Store) -> None:
@@ -36,6 +43,7 @@ def test_vllm_v1_docs_design_sample(store: Store) -> None:
     assert delta(store, TTFT) == NONE5
     assert delta(store, IN) is None  # no prompt tokens in the excerpt: omitted
     assert delta(store, "vllm:generation_tokens_total") == [27453.0]  # still served as itself
+    assert gauge(store, REQS) == [8.0]  # vllm:num_requests_running 8, no waiting gauge in the excerpt
 
 
 def test_vllm_v0_aibrix_sample(store: Store) -> None:
@@ -43,8 +51,31 @@ def test_vllm_v0_aibrix_sample(store: Store) -> None:
     assert delta(store, IN) == [148.0]  # vllm:prompt_tokens_total
     assert delta(store, OUT) == [955.0]  # vllm:generation_tokens_total
     assert delta(store, "baseten_llm_input_tokens_per_second") == [pytest.approx(148 / 30)]
-    for name in (TTFT, TPOT, "baseten_llm_num_requests", "baseten_llm_in_flight_tokens"):
+    assert gauge(store, REQS) == [0.0]  # running 0 + waiting 0
+    for name in (TTFT, TPOT, "baseten_llm_in_flight_tokens"):
         assert delta(store, name) is None  # not in V0's excerpt / no engine source: omitted
+
+
+def test_sglang_engine_type_excerpt_running_requests(store: Store) -> None:
+    _scrape_fixture(store, "sglang_engine_type_label_pr_excerpt.prom")
+    assert gauge(store, REQS) == [0.0]  # num_running_reqs 0 (engine_type="unified"), no queue gauge
+
+
+def test_num_requests_adds_running_and_waiting_dp_ranks_and_counts_tp_copies_once(store: Store) -> None:
+    """vLLM engines 0 / 1 (data-parallel): running 3 + 4, waiting 1 + 2 = 10. SGLang on r2: tp_rank 0 and
+    1 repeat running 5 and queued 2 (one rank: 7, not 14); dp_rank 1 (tp_rank 2) has running 1: 8."""
+    vllm = "# TYPE vllm:num_requests_running gauge\n# TYPE vllm:num_requests_waiting gauge\n" + "".join(
+        f'vllm:num_requests_{kind}{{engine="{e}",model_name="m"}} {v}\n'
+        for kind, e, v in (("running", 0, 3), ("running", 1, 4), ("waiting", 0, 1), ("waiting", 1, 2))
+    )
+    ranks = [("0", "0", 5, 2), ("0", "1", 5, 2), ("1", "2", 1, 0)]
+    sglang = "# TYPE sglang:num_running_reqs gauge\n# TYPE sglang:num_queue_reqs gauge\n" + "".join(
+        f'sglang:num_{kind}{{dp_rank="{dp}",model_name="m",pp_rank="0",tp_rank="{tp}"}} {v}\n'
+        for dp, tp, running, queued in ranks
+        for kind, v in (("running_reqs", running), ("queue_reqs", queued))
+    )
+    scrape(store, [(15, vllm), (15, sglang)], [STABLE, R2])
+    assert gauge(store, REQS) == [10.0 + 8.0]
 
 
 @pytest.mark.parametrize(
@@ -66,6 +97,7 @@ def test_sglang_docs_production_sample(store: Store) -> None:
     _scrape_fixture(store, "sglang_docs_production_metrics_sample.prom")
     assert delta(store, IN) == [8128902.0]  # sglang:prompt_tokens_total
     assert delta(store, OUT) == [7557572.0]  # sglang:generation_tokens_total
+    assert gauge(store, REQS) == [162.0 + 2826.0]  # num_running_reqs + num_queue_reqs
     # TTFT: 2513 of 11008 below le=30, the rest in +Inf: every quantile reads the highest finite bound 30
     assert delta(store, TTFT) == [30.0] * 4 + [pytest.approx(2.3518979474117756e06 / 11008)]
     # TPOT from the early sglang:time_per_output_token_seconds (as test_engine_fixtures' ITL): count n,

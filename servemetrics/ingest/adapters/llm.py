@@ -29,6 +29,9 @@ class Derivation:
     kind: Kind
     reason: str
     old: tuple[str, ...] = ()
+    state: str = ""
+    """For two engine families that add up to one target (running + waiting requests): the value of the
+    ``state`` label that keeps them apart (``Rule.constant``); "" adds none."""
 
 
 _C, _H = Kind.COUNTER, Kind.HISTOGRAM
@@ -86,6 +89,35 @@ DERIVATIONS: tuple[Derivation, ...] = (
         "draft tokens proposed",
     ),
     Derivation(
+        "vllm:num_requests_running",
+        "baseten_llm_num_requests",
+        Kind.GAUGE,
+        "requests in the engine's batches; with the waiting ones, the requests in flight in the engine "
+        "(platform-facts §1: concurrent in-flight requests across the workers)",
+        state="running",
+    ),
+    Derivation(
+        "vllm:num_requests_waiting",
+        "baseten_llm_num_requests",
+        Kind.GAUGE,
+        "requests waiting to be scheduled: the other part of the in-flight requests",
+        state="waiting",
+    ),
+    Derivation(
+        "sglang:num_running_reqs",
+        "baseten_llm_num_requests",
+        Kind.GAUGE,
+        "running requests (scheduler: tensor-parallel ranks repeat it, counted once)",
+        state="running",
+    ),
+    Derivation(
+        "sglang:num_queue_reqs",
+        "baseten_llm_num_requests",
+        Kind.GAUGE,
+        "requests in the waiting queue",
+        state="waiting",
+    ),
+    Derivation(
         "vllm:inter_token_latency_seconds",
         TPOT,
         _H,
@@ -129,21 +161,19 @@ NOT_DERIVED: dict[str, str] = {
     "queued ahead of it, and SGLang's sglang:num_used_tokens (KV tokens of running requests) is only the "
     "worker part",
     "baseten_llm_avg_in_flight_tokens": "the platform autoscaler's trailing average; no engine has it",
-    "baseten_llm_num_requests": "would be running + waiting (vllm:num_requests_running + _waiting, "
-    "SGLang's num_running_reqs + num_queue_reqs): a sum of two engine series, which a one-sample rule "
-    "(and its recording rule) cannot make; the engines' own running / waiting graphs show them",
 }
 """``baseten_llm_*`` rows with no engine source, and why (served from native series only)."""
 
-_SUFFIXES = {_C: ("",), _H: ("_bucket", "_sum", "_count")}
+_SUFFIXES = {_C: ("",), Kind.GAUGE: ("",), _H: ("_bucket", "_sum", "_count")}
 
 
 def _rules() -> tuple[Rule, ...]:
     out: list[Rule] = []
     for d in DERIVATIONS:
         source = source_of(d.engine) or ""
+        constant = (("state", d.state),) if d.state else ()
         for suffix in _SUFFIXES[d.kind]:
-            out.append(Rule(d.engine + suffix, d.target + suffix, source, labels=None))
+            out.append(Rule(d.engine + suffix, d.target + suffix, source, labels=None, constant=constant))
             for old in d.old:
                 out.append(Rule(old + suffix, d.target + suffix, source, labels=None, priority=-1))
     return tuple(out)
