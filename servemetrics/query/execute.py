@@ -32,10 +32,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from servemetrics.catalog import CATALOG
-from servemetrics.catalog.model import QUANTILES, Aggregation, Formula, Kind, MetricDef, Scope, Unit
+from servemetrics.catalog.model import Aggregation, Formula, Kind, MetricDef, Scope, Unit
 from servemetrics.labels import PHASE_LABELS, UP
+from servemetrics.query.histograms import VIEW, Buckets, histogram_row, total
 from servemetrics.query.plan import Plan
-from servemetrics.query.quantiles import bucket_quantile, merge_layouts, parse_le
 from servemetrics.query.windows import CURRENT_LOOKBACK_MS, Mode
 from servemetrics.store.base import Cell, GroupKey, Reducer, Selection, SelectResult, Store
 
@@ -322,76 +322,36 @@ def _counter(ctx: _Context, metric: MetricDef) -> Rows | None:
     return [[0.0 if v is None and live[i] else v for v in row] for i, row in enumerate(rows)]
 
 
-def _bound(le: str) -> float | None:
-    try:
-        return parse_le(le)
-    except ValueError:
-        return None  # ingest rejects such buckets; never let one stored earlier break a query
-
-
-def _histogram_row(
-    present: list[tuple[float, float]], s: Cell | None, n: Cell | None, width: int
-) -> list[float | None]:
-    """Quantiles and avg of one value set from the ``(bound, increase)`` of the buckets that have data."""
-    if not present:
-        return [None] * width
-    bounds = [b for b, _ in present]
-    cum = [c for _, c in present]
-    row: list[float | None] = [bucket_quantile(float(q), bounds, cum) for q in QUANTILES]
-    total = n.total if n is not None else (cum[-1] if math.isinf(bounds[-1]) else 0.0)
-    row.append(s.total / total if s is not None and total > 0 else None)
-    return row
-
-
-_HISTOGRAM_UNIT = ("deployment_id", "replica", "source")
-"""One histogram for the layout merge and the source choice: one replica's view from one source (its
-data-parallel ranks share one bucket layout and add up per bound)."""
-
-
-def _preferred_views(groups: dict[GroupKey, list[tuple[float, float]]], metric: MetricDef) -> set[GroupKey]:
-    """REPLICA scope: per replica (``deployment_id``, ``replica``), the view of its most preferred source
-    with buckets in the value set (``MetricDef.source_rank``, ties by name), as ``_preferred_source``."""
-    best: dict[GroupKey, GroupKey] = {}
-    for key in sorted(groups, key=lambda k: (metric.source_rank(k[2]), k[2])):
-        best.setdefault(key[:2], key)
-    return set(best.values())
-
-
-def _total(res: SelectResult, i: int, keys: set[GroupKey] | None) -> Cell | None:
-    """The sum of the value set ``i`` cells of ``res`` (only ``keys`` when given); None without any."""
-    cells = [c[i] for k, c in res.items() if c[i] is not None and (keys is None or k in keys)]
-    if not cells:
-        return None
-    return Cell(math.fsum(c.total for c in cells if c is not None), len(cells))
-
-
 def _histogram(ctx: _Context, metric: MetricDef) -> Rows | None:
-    """Per value set, the buckets of each view (``_HISTOGRAM_UNIT``) with data there, merged by
-    ``quantiles.merge_layouts``: summed per bound when every view has one layout, each view read at the
-    union of bounds when they differ (a vLLM and an SGLang replica, two engine versions), never a per-``le``
-    sum of different layouts. Only the buckets with data in a value set take part in it: a bucket layout
-    that another series (or an older version of the same one) used elsewhere in the window must not add
-    empty buckets. REPLICA scope (``baseten_llm_*``): one source per replica (the native series over an
-    engine's adapted one), for the buckets, ``_sum`` and ``_count`` alike."""
-    unit = ("le", *_HISTOGRAM_UNIT)
-    buckets = _select(ctx, metric, metric.name + "_bucket", Reducer.INCREASE, unit)
-    if not buckets:
+    """Per value set, the buckets with data there summed per ``le`` when they are of one layout (the
+    usual case, read grouped by ``le`` alone); when layouts differ (a vLLM and an SGLang replica, two
+    engine versions) each view (``histograms.VIEW``) is read at the union of bounds and those add up
+    (``quantiles.merge_layouts``), never a per-``le`` sum of different layouts. Only the buckets with data
+    in a value set take part in it: a bucket layout that another series (or an older version of the same
+    one) used elsewhere in the window must not add empty buckets. REPLICA scope (``baseten_llm_*``): one
+    source per replica (the native series over an engine's adapted one), for the buckets, ``_sum`` and
+    ``_count`` alike, so always read per view."""
+    name, replica = metric.name + "_bucket", metric.scope is Scope.REPLICA
+    coarse = None if replica else Buckets(_select(ctx, metric, name, Reducer.INCREASE, ("le",)))
+    if coarse is not None and not coarse.bounds:
         return None
-    sums = _select(ctx, metric, metric.name + "_sum", Reducer.INCREASE, _HISTOGRAM_UNIT)
-    counts = _select(ctx, metric, metric.name + "_count", Reducer.INCREASE, _HISTOGRAM_UNIT)
-    bounds = {k: b for k in buckets if (b := _bound(k[0])) is not None}
-    if not bounds:
-        return None
+    fine: Buckets | None = None
+    by = VIEW if replica else ()
+    sums = _select(ctx, metric, metric.name + "_sum", Reducer.INCREASE, by)
+    counts = _select(ctx, metric, metric.name + "_count", Reducer.INCREASE, by)
     out: Rows = []
     for i in range(len(ctx.plan.value_sets)):
-        groups: dict[GroupKey, list[tuple[float, float]]] = {}
-        for key, b in bounds.items():
-            if (cell := buckets[key][i]) is not None:
-                groups.setdefault(key[1:], []).append((b, cell.total))
-        keys = _preferred_views(groups, metric) if metric.scope is Scope.REPLICA else None
-        present = merge_layouts([g for k, g in groups.items() if keys is None or k in keys])
-        row = _histogram_row(present, _total(sums, i, keys), _total(counts, i, keys), len(metric.label_sets))
-        out.append(row)
+        present = coarse.one_layout(i) if coarse is not None else None
+        keys = None
+        if present is None:
+            if fine is None:
+                fine = Buckets(_select(ctx, metric, name, Reducer.INCREASE, ("le", *VIEW)))
+                if not fine.bounds:
+                    return None
+            present, keys = fine.merged(i, metric)
+        out.append(
+            histogram_row(present, total(sums, i, keys), total(counts, i, keys), len(metric.label_sets))
+        )
     return out
 
 
