@@ -29,18 +29,24 @@ from servemetrics.api.ingest_pool import IngestPool
 from servemetrics.api.series_limit import ActiveSeries
 from servemetrics.config import Config, apply_config, egress_of, engine_options, key_pepper
 from servemetrics.gateway import Gateway, GatewayOptions
+from servemetrics.gateway.gateway import InFlightTokens
 from servemetrics.gateway.queued import QueuedOptions, QueuedRequests
 from servemetrics.gateway.queued_store import QueuedStore
 from servemetrics.ingest.scrape_limits import ScrapeLimits
 from servemetrics.ingest.scraper import Scraper, Target
 from servemetrics.ingest.targets import targets_from_registry
 from servemetrics.netpolicy import Egress, guarded_client
+from servemetrics.query.execute import execute
+from servemetrics.query.plan import build_plan
+from servemetrics.query.windows import Mode
 from servemetrics.registry import Registry
 from servemetrics.samples import SampleBatch
 from servemetrics.selfmetrics import SelfMetrics
 from servemetrics.store import Store, open_store
 from servemetrics.store.base import SelfMonitored
 from servemetrics.timeutil import wall_clock_ms
+
+IN_FLIGHT_TOKENS = "baseten_llm_in_flight_tokens"
 
 log = logging.getLogger(__name__)
 TARGET_REFRESH_S = 30.0
@@ -152,10 +158,12 @@ async def running_gateway(
     options: GatewayOptions | None = None,
     queued_options: QueuedOptions | None = None,
     egress: Egress | None = None,
+    in_flight_tokens: InFlightTokens | None = None,
 ) -> AsyncIterator[tuple[Gateway, QueuedRequests]]:
     """The gateway over ``registry`` (``GatewayOptions()`` by default; ``egress``: the network policies,
-    None: none) and its queued requests, started; stopped at exit (queued requests first)."""
-    gateway = Gateway(registry, clock, options or GatewayOptions(), egress)
+    None: none; ``in_flight_tokens``: the reader of deployments' in-flight tokens, None: none) and its
+    queued requests, started; stopped at exit (queued requests first)."""
+    gateway = Gateway(registry, clock, options or GatewayOptions(), egress, in_flight_tokens)
     queued = QueuedRequests(gateway, QueuedStore(registry.engine), queued_options)
     await gateway.start()
     try:
@@ -166,6 +174,23 @@ async def running_gateway(
             await queued.stop()
     finally:
         await gateway.stop()
+
+
+def in_flight_tokens_reader(store: Store, clock: Clock) -> InFlightTokens:
+    """``(model_id, deployment_id)`` -> the deployment's ``baseten_llm_in_flight_tokens`` as the metrics API
+    answers it in CURRENT mode (each series' latest sample within 5 minutes, one source per replica,
+    summed), None when it has no series: the load of ``desired_replicas`` on tokens (docs/gateway.md)."""
+
+    def read(model_id: str, deployment_id: str) -> float | None:
+        now = clock()
+        one = frozenset({deployment_id})
+        plan = build_plan(
+            model_id, Mode.CURRENT, None, None, [IN_FLIGHT_TOKENS], lambda s, _e: [(s, one)], now
+        )
+        result = execute(plan, store)
+        return result.rows[0].values[0][0] if result.descriptors else None
+
+    return read
 
 
 def _store_for(config: Config, store: Store | None) -> Store:
@@ -259,7 +284,14 @@ async def open_service(
             service.metrics.watch_remote_write(opened.remote_write_stats)
         if gateway:
             service.gateway, service.queued = await stack.enter_async_context(
-                running_gateway(registry, clock, gateway_options, queued_options, service.egress)
+                running_gateway(
+                    registry,
+                    clock,
+                    gateway_options,
+                    queued_options,
+                    service.egress,
+                    in_flight_tokens_reader(opened, clock),
+                )
             )
         loops: list[Loop] = [_retention(service)]
         if scrape:

@@ -17,6 +17,7 @@ Tests keep this table, the recipes and ``docs/catalog.md`` in agreement.
 from __future__ import annotations
 
 from servemetrics.catalog.engines import ENGINE_ROWS
+from servemetrics.catalog.llm import LLM_ROWS
 from servemetrics.catalog.model import (
     HISTOGRAM_LABEL_SETS,
     STATUS_LABEL_SETS,
@@ -111,7 +112,8 @@ _ROWS: tuple[MetricDef, ...] = (
         Kind.GAUGE,
         Unit.COUNT,
         _SUM,
-        "Replicas the autoscaling settings ask for at the current concurrency (docs/gateway.md).",
+        "Replicas the autoscaling settings ask for at the current concurrency (in-flight tokens when "
+        "target_in_flight_tokens is set; docs/gateway.md).",
         scope=_DEP,
         panel="Replicas",
         legend="Desired",
@@ -258,10 +260,10 @@ _ROWS: tuple[MetricDef, ...] = (
     ),
 )
 
-CATALOG: dict[str, MetricDef] = {m.name: m for m in _ROWS + ENGINE_ROWS}
+CATALOG: dict[str, MetricDef] = {m.name: m for m in _ROWS + LLM_ROWS + ENGINE_ROWS}
 """Canonical metric name -> definition, in the catalog's order: the dashboard's panel order (the spec
-page's graphs first, in the page's order; then graphs hidden by default, the engines' last:
-``catalog.engines``)."""
+page's graphs first, in the page's order; then graphs hidden by default: the ``baseten_llm_*`` set
+(``catalog.llm``), the engines' last (``catalog.engines``))."""
 
 DEFAULT_METRICS: tuple[str, ...] = (
     "baseten_replicas_active",

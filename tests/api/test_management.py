@@ -124,6 +124,7 @@ def test_deployments_and_aliases(client: TestClient) -> None:
         "scale_down_delay": 900,
         "concurrency_target": 1,
         "target_utilization_percentage": 70,
+        "target_in_flight_tokens": None,  # the platform's field (early access): unset
     }
     res = client.get(f"{BASE}/deployments/development", headers=MANAGE)
     assert res.status_code == 404 and "no deployment 'development'" in res.json()["error"]
@@ -151,6 +152,34 @@ def test_autoscaling_patch(client: TestClient) -> None:
     assert res.status_code == 400
     assert res.json() == {"error": "invalid request: autoscaling_window: must be an integer 10..3600, not 5"}
     assert client.patch(path, headers=MANAGE, json={"speed": 5}).status_code == 400
+
+
+def test_target_in_flight_tokens_is_stored_returned_and_unset_by_null(client: TestClient) -> None:
+    path = f"{BASE}/deployments/d1/autoscaling_settings"
+
+    def tokens() -> object:
+        settings = client.get(f"{BASE}/deployments/d1", headers=MANAGE).json()["autoscaling_settings"]
+        return settings["target_in_flight_tokens"]
+
+    assert (
+        client.patch(path, headers=MANAGE, json={"target_in_flight_tokens": 800}).json()["status"]
+        == "ACCEPTED"
+    )
+    assert tokens() == 800
+    assert client.patch(path, headers=MANAGE, json={"max_replica": 4}).json()["status"] == "ACCEPTED"
+    assert tokens() == 800  # a field left out keeps its value
+    assert (
+        client.patch(path, headers=MANAGE, json={"target_in_flight_tokens": None}).json()["status"]
+        == "ACCEPTED"
+    )
+    assert tokens() is None  # an explicit null unsets it: back to concurrency
+    for bad in (0, -5, "800", 800.0, True):
+        res = client.patch(path, headers=MANAGE, json={"target_in_flight_tokens": bad})
+        error = (
+            f"invalid request: target_in_flight_tokens: must be an integer 1..1000000 or null, not {bad!r}"
+        )
+        assert (res.status_code, res.json()) == (400, {"error": error})
+    assert tokens() is None
 
 
 def test_terminate_replica(client: TestClient) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from servemetrics.catalog import CATALOG
 from servemetrics.catalog.engines import ENGINE_ROWS
+from servemetrics.catalog.llm import LLM_ROWS
 from servemetrics.catalog.render import markdown_table
 
 SPEC_PANELS = [
@@ -33,6 +34,8 @@ SPEC_PANELS = [
 
 ENGINE_PANELS = list(dict.fromkeys(m.panel for m in ENGINE_ROWS))
 """The engine graphs (catalog/engines.py), after the platform's, all hidden by default."""
+LLM_PANELS = list(dict.fromkeys(m.panel for m in LLM_ROWS))
+"""The ``baseten_llm_*`` graphs (catalog/llm.py), between the platform's and the engines', hidden."""
 
 
 def _panels() -> list[str]:
@@ -40,8 +43,10 @@ def _panels() -> list[str]:
 
 
 def test_panels_follow_the_spec_page_then_the_hidden_ones():
-    assert _panels() == [*SPEC_PANELS, "WebSocket connections", "Pod readiness", *ENGINE_PANELS]
+    hidden = ["WebSocket connections", "Pod readiness", *LLM_PANELS, *ENGINE_PANELS]
+    assert _panels() == [*SPEC_PANELS, *hidden]
     assert all(p.startswith(("vLLM ", "SGLang ")) for p in ENGINE_PANELS)
+    assert all(p.startswith("LLM ") for p in LLM_PANELS) and len(LLM_PANELS) == 13
 
 
 def test_metrics_of_one_panel_are_adjacent_and_named_by_legend():
@@ -67,7 +72,7 @@ def test_default_visible_is_the_spec_page_graphs():
     shown = {m.panel for m in CATALOG.values() if m.default_visible}
     hidden = {m.panel for m in CATALOG.values() if not m.default_visible}
     assert shown == set(SPEC_PANELS)
-    assert hidden == {"WebSocket connections", "Pod readiness", *ENGINE_PANELS}
+    assert hidden == {"WebSocket connections", "Pod readiness", *LLM_PANELS, *ENGINE_PANELS}
     assert not any(n.startswith(("vllm:", "sglang:")) and CATALOG[n].default_visible for n in CATALOG)
 
 

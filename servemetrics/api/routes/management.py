@@ -86,7 +86,7 @@ def update_autoscaling(
 ) -> dict[str, str]:
     """Change the fields passed → ``{status: ACCEPTED|UNCHANGED, message}``."""
     d = resolve_deployment(registry, model, deployment_id)
-    status = registry.deployments.update_autoscaling(model.id, d.id, body.model_dump(exclude_none=True))
+    status = registry.deployments.update_autoscaling(model.id, d.id, body.changes())
     message = "autoscaling settings updated" if status == "ACCEPTED" else "the settings were already these"
     return {"status": status, "message": message}
 

@@ -3,7 +3,8 @@
 ``ADAPTERS`` is the table of rules (see ``rules.Rule``), grouped by source for docs and recording rules;
 it is not a per-source dispatch: ``adapt`` applies every source's rules, indexed by sample name, to one
 scrape (or one backfill batch). Samples no rule maps are dropped, except engine metrics (``vllm:``,
-``sglang:``), which are kept under their own names.
+``sglang:``), which are kept under their own names, also when a rule adapts them to another name
+(``llm``: the ``baseten_llm_*`` set); an old engine name (``engines.ALIASES``) is kept only under the new.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from servemetrics.ingest.adapters import (
     knative,
     kube_state,
     kubelet_summary,
+    llm,
     node_exporter,
     passthrough,
     process,
@@ -36,6 +38,7 @@ ADAPTERS: dict[str, tuple[Rule, ...]] = {
     "process": process.RULES,
     "knative": knative.RULES,
     "engines": engines.RULES,
+    "llm": llm.RULES,
     "kubelet_summary": kubelet_summary.RULES,
     "node_exporter": node_exporter.RULES,
 }
@@ -44,11 +47,18 @@ them all). Engine samples without a rule are kept as they are."""
 
 
 def _index() -> dict[str, tuple[Rule, ...]]:
+    """Sample name -> its rules; an engine name that a rule adapts (``llm``) and no alias renames keeps
+    its keep-as-is rule too, first (so it is still stored under its own name)."""
     index: dict[str, list[Rule]] = {}
-    for rules in ADAPTERS.values():
-        for rule in rules:
+    for adapter_rules in ADAPTERS.values():
+        for rule in adapter_rules:
             index.setdefault(rule.match, []).append(rule)
-    return {name: tuple(rules) for name, rules in index.items()}
+    renamed = {rule.match for rule in engines.RULES}
+    for name, listed in index.items():
+        keep = engines.passthrough_rule(name) if name not in renamed else None
+        if keep is not None:
+            listed.insert(0, keep)
+    return {name: tuple(listed) for name, listed in index.items()}
 
 
 _INDEX = _index()
