@@ -265,18 +265,8 @@ def parse_exposition(
     lines = _CountingLines(text, 0 if openmetrics or on_samples is None else PARSE_CHUNK)
     parse = _om_parser.text_fd_to_metric_families if openmetrics else _text_parser.text_fd_to_metric_families
     collected = _Collector(scrape_ts_ms, set() if openmetrics else lines.counter_names)
-    refused: ExpositionError | None = None
     try:
-        for family in parse(lines):  # type: ignore[arg-type]
-            if refused is not None:
-                continue
-            try:
-                collected.add(family)
-            except ExpositionError as exc:  # the library's errors on later lines come first
-                refused = exc
-                continue
-            if on_samples is not None and not lines.done and collected.pending >= PARSE_CHUNK:
-                on_samples(collected.take_new())
+        refused = _collect(parse(lines), lines, collected, on_samples)  # type: ignore[arg-type]
     except PARSE_ERRORS as exc:
         problem = bound_problem(text.split("\n")[lines.number - 1]) if lines.number else None
         if problem is not None:
@@ -290,6 +280,30 @@ def parse_exposition(
     if refused is not None:
         raise refused
     return collected.result()
+
+
+def _collect(
+    families: Iterable[object],
+    lines: _CountingLines,
+    collected: _Collector,
+    on_samples: Callable[[list[Sample]], None] | None,
+) -> ExpositionError | None:
+    """Collect the library parser's ``families`` of ``lines`` as they come, handing ``on_samples`` the new
+    samples whenever ``PARSE_CHUNK`` or more are new and the text is not done. Returns the error of the
+    first sample ``collected`` refused (the parse goes on: the library's error on a later line comes
+    first), or None."""
+    refused: ExpositionError | None = None
+    for family in families:
+        if refused is not None:
+            continue
+        try:
+            collected.add(family)
+        except ExpositionError as exc:
+            refused = exc
+            continue
+        if on_samples is not None and not lines.done and collected.pending >= PARSE_CHUNK:
+            on_samples(collected.take_new())
+    return refused
 
 
 def _exposed_name(

@@ -4,12 +4,12 @@ Prometheus scrape semantics where they matter: each target is scraped every ``in
 at an offset derived from a hash of its URL (spreads load; "jitter"; ``Scraper._loop``), with a timeout
 that is a deadline for the whole scrape (connecting, the headers and every byte of the body) and
 Prometheus' limits (``ingest.scrape_limits``: body size counted decompressed while it streams, samples
-counted while the body is parsed, labels per sample, label name and value lengths); a failed scrape (HTTP error, timeout, a limit exceeded, malformed
-exposition) stores nothing but ``up`` = 0 (regression case C7) and logs one line with the reason (outside
-text escaped: ``types.escape_log``), a good one stores its samples and ``up`` = 1. A target that answers
-JSON is the kubelet Summary API (``ingest.kubelet_summary``); anything else is exposition text. Labels
-from the registry (``model_id``, ``deployment_id``, ``replica``; ``node_id`` for trainer nodes ...) are
-attached by the adapters.
+counted while the body is parsed, labels per sample, label name and value lengths); a failed scrape
+(HTTP error, timeout, a limit exceeded, malformed exposition) stores nothing but ``up`` = 0 (regression
+case C7) and logs one line with the reason (outside text escaped: ``types.escape_log``), a good one
+stores its samples and ``up`` = 1. A target that answers JSON is the kubelet Summary API
+(``ingest.kubelet_summary``); anything else is exposition text. Labels from the registry (``model_id``,
+``deployment_id``, ``replica``; ``node_id`` for trainer nodes ...) are attached by the adapters.
 
 Counter continuity (DESIGN "Query semantics": gaps are not resets, promotions lose nothing). The
 store counts a counter-like series (``_total``, ``_bucket``, ``_sum``, ``_count``) by the deltas
@@ -368,9 +368,13 @@ class Scraper:
                 self.limits,
                 limiter=self._limiter,
             )
-        except (TimeoutError, httpx.TimeoutException):  # one read's timeout is the whole deadline too
+        except (TimeoutError, httpx.TimeoutException) as exc:  # one read's timeout is the deadline too
+            exc.__traceback__ = None  # (as below)
             return self._failed(target, f"scrape took longer than scrape_timeout ({self.timeout_s:g}s)")
         except (httpx.HTTPError, ExpositionError, SummaryError, ScrapeLimitError, zlib.error) as exc:
+            # the traceback's frames hold the body and what was parsed of it in a reference cycle with the
+            # worker thread's future: without the traceback they are freed now, not at a full collection
+            exc.__traceback__ = None
             return self._failed(target, str(exc))
         created = _creation_times(parsed, target.label_dict)
         return ScrapeResult(up=True, duplicates=parsed.duplicates, samples=samples, created=created)
