@@ -1,15 +1,15 @@
 """Scrape ``/metrics`` targets on an interval and hand canonical samples to the store.
 
-Prometheus scrape semantics where they matter: each target is scraped every ``interval_s`` at a fixed
-offset derived from a hash of its URL (spreads load; "jitter"), with a timeout that is a deadline for the
-whole scrape (connecting, the headers and every byte of the body) and Prometheus' limits
-(``ingest.scrape_limits``: body size counted decompressed while it streams, samples, labels per sample,
-label name and value lengths); a failed scrape (HTTP error, timeout, a limit exceeded, malformed
-exposition) stores nothing but ``up`` = 0 (regression case C7) and logs one line with the reason (outside
-text escaped: ``types.escape_log``), a good one stores its samples and ``up`` = 1. A target that answers
-JSON is the kubelet Summary API (``ingest.kubelet_summary``); anything else is exposition text. Labels
-from the registry (``model_id``, ``deployment_id``, ``replica``; ``node_id`` for trainer nodes ...) are
-attached by the adapters.
+Prometheus scrape semantics where they matter: each target is scraped every ``interval_s`` on fixed ticks
+at an offset derived from a hash of its URL (spreads load; "jitter"; ``Scraper._loop``), with a timeout
+that is a deadline for the whole scrape (connecting, the headers and every byte of the body) and
+Prometheus' limits (``ingest.scrape_limits``: body size counted decompressed while it streams, samples
+counted while the body is parsed, labels per sample, label name and value lengths); a failed scrape
+(HTTP error, timeout, a limit exceeded, malformed exposition) stores nothing but ``up`` = 0 (regression
+case C7) and logs one line with the reason (outside text escaped: ``types.escape_log``), a good one
+stores its samples and ``up`` = 1. A target that answers JSON is the kubelet Summary API
+(``ingest.kubelet_summary``); anything else is exposition text. Labels from the registry (``model_id``,
+``deployment_id``, ``replica``; ``node_id`` for trainer nodes ...) are attached by the adapters.
 
 Counter continuity (DESIGN "Query semantics": gaps are not resets, promotions lose nothing). The
 store counts a counter-like series (``_total``, ``_bucket``, ``_sum``, ``_count``) by the deltas
@@ -72,6 +72,7 @@ import contextlib
 import functools
 import hashlib
 import logging
+import math
 import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -80,7 +81,7 @@ from dataclasses import dataclass, field
 import anyio
 import httpx
 
-from servemetrics.ingest.adapters import adapt
+from servemetrics.ingest.adapters import Adapted, adapt
 from servemetrics.ingest.exposition import (
     COUNTER_SUFFIXES,
     CREATED_HORIZON_MS,
@@ -94,6 +95,7 @@ from servemetrics.ingest.scrape_limits import (
     ACCEPT_ENCODING,
     ScrapeLimitError,
     ScrapeLimits,
+    check_sample_count,
     check_samples,
     read_body,
 )
@@ -178,23 +180,37 @@ def _zero(s: Sample, created: int | None, now: int, previous: int | None) -> Sam
     return Sample(s.name, s.labels, 0.0, previous + 1)
 
 
-def _parse(body: bytes, content_type: str | None, ts: int) -> ParseResult:
-    """A scrape body as source samples: the kubelet Summary API's JSON, or exposition text."""
+def _parse(
+    body: bytes, content_type: str | None, ts: int, on_samples: Callable[[list[Sample]], None]
+) -> ParseResult:
+    """A scrape body as source samples: the kubelet Summary API's JSON, or exposition text (handed to
+    ``on_samples`` in pieces while it is parsed, ``parse_exposition``)."""
     if is_summary(content_type, body):
         return ParseResult(parse_summary(body, ts), 0)
-    return parse_exposition(body, content_type, ts)
+    return parse_exposition(body, content_type, ts, on_samples)
 
 
 def _parse_and_adapt(
     body: bytes, content_type: str | None, ts: int, labels: dict[str, str], limits: ScrapeLimits
 ) -> tuple[ParseResult, list[Sample]]:
     """``_parse``, ``adapt`` and the sample and label limits (run in a worker thread: a large exposition
-    must not stall the event loop). Raises ``ExpositionError`` / ``SummaryError`` as ``_parse`` does,
-    ``ScrapeLimitError`` over a limit."""
-    parsed = _parse(body, content_type, ts)
-    samples = adapt(parsed.samples, labels)
-    check_samples(samples, limits)
-    return parsed, samples
+    must not stall the event loop). The samples are adapted and counted while the body is parsed, so a
+    scrape over ``sample_limit`` stops there (``scrape_limits.check_sample_count``) instead of parsing
+    and holding the whole body (issue 12: a 100,000-series target).
+
+    Raises:
+        ExpositionError / SummaryError as ``_parse`` does, ScrapeLimitError over a limit.
+    """
+    adapted = Adapted(labels)
+
+    def more(samples: list[Sample]) -> None:
+        adapted.add(samples)
+        check_sample_count(len(adapted.samples), limits, finished=False)
+
+    parsed = _parse(body, content_type, ts, more)
+    adapted.add(parsed.samples[adapted.fed :])
+    check_samples(adapted.samples, limits)
+    return parsed, adapted.samples
 
 
 def _batch_before(samples: list[Sample], limit_ms: int) -> tuple[SampleBatch, int]:
@@ -352,9 +368,13 @@ class Scraper:
                 self.limits,
                 limiter=self._limiter,
             )
-        except (TimeoutError, httpx.TimeoutException):  # one read's timeout is the whole deadline too
+        except (TimeoutError, httpx.TimeoutException) as exc:  # one read's timeout is the deadline too
+            exc.__traceback__ = None  # (as below)
             return self._failed(target, f"scrape took longer than scrape_timeout ({self.timeout_s:g}s)")
         except (httpx.HTTPError, ExpositionError, SummaryError, ScrapeLimitError, zlib.error) as exc:
+            # the traceback's frames hold the body and what was parsed of it in a reference cycle with the
+            # worker thread's future: without the traceback they are freed now, not at a full collection
+            exc.__traceback__ = None
             return self._failed(target, str(exc))
         created = _creation_times(parsed, target.label_dict)
         return ScrapeResult(up=True, duplicates=parsed.duplicates, samples=samples, created=created)
@@ -424,14 +444,20 @@ class Scraper:
         m.samples_appended.labels("scrape").inc(result.stored)
 
     async def _loop(self, target: Target) -> None:
-        await asyncio.sleep(offset_s(target.url, self.interval_s))
+        """Scrape ``target`` at fixed ticks, as Prometheus does: wall-clock times that are
+        ``offset_s(url)`` past a multiple of ``interval_s``, kept on the event loop's monotonic clock. A
+        scrape woken late does not push the next ones back (the ticks do not drift), and the ticks a
+        scrape overran are skipped (no burst of catch-up scrapes)."""
+        loop, interval = asyncio.get_running_loop(), self.interval_s
+        first = loop.time() + (offset_s(target.url, interval) - time.time()) % interval
+        tick = 0
         while True:
-            started = time.monotonic()
+            await asyncio.sleep(max(0.0, first + tick * interval - loop.time()))
             try:
                 await self.scrape_once(target)
             except Exception:  # a store failure must not kill the loop; it is logged and retried
                 log.exception("storing the scrape of %s failed", redact_url(target.url))
-            await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
+            tick = max(tick + 1, math.ceil((loop.time() - first) / interval))
 
     def set_targets(self, targets: Sequence[Target]) -> None:
         """Start loops for new targets and stop loops of removed ones (call inside the event loop)."""

@@ -21,6 +21,7 @@ import anyio
 import httpx
 import pytest
 
+from servemetrics.ingest.exposition import PARSE_CHUNK
 from servemetrics.ingest.scrape_limits import ScrapeLimits
 from servemetrics.ingest.scraper import Scraper, ScrapeResult, Target
 from servemetrics.store.memory import MemoryStore
@@ -153,6 +154,19 @@ def test_sample_limit(exporter: Exporter) -> None:
     assert result.error == _where(exporter) + "sample_limit exceeded: 11 samples, the limit is 10"
     stored = [s for s in _stored(store) if s[2] == T0 + 15_000]
     assert stored == [("up", 0.0, T0 + 15_000)] + [("vllm:num_requests_running", "stale", T0 + 15_000)] * 10
+
+
+def test_a_scrape_over_sample_limit_stops_parsing_after_the_first_piece_over_it(exporter: Exporter) -> None:
+    """5,000 gauges, sample_limit 1,000: the first piece of ``PARSE_CHUNK`` (1,024) lines is over it, so
+    the scrape fails there, the other 3,976 lines never parsed."""
+    assert PARSE_CHUNK == 1024
+    exporter.body = _series(5000)
+    store = MemoryStore()
+    result = _scrape(store, exporter.url, T0, sample_limit=1000)
+    assert result.error == _where(exporter) + (
+        "sample_limit exceeded: 1024 samples before parsing stopped, the limit is 1000"
+    )
+    assert _stored(store) == [("up", 0.0, T0)]
 
 
 def _cut(series: str) -> str:
