@@ -231,6 +231,18 @@ def _identity(sample: Sample) -> SeriesKey:
     return (sample.name, tuple(kv for kv in sample.labels if kv[0] not in PHASE_LABELS))
 
 
+TargetIdentity = tuple[str, Labels]
+"""A target's URL and its labels but the promotion ones (``PHASE_LABELS``): what the scraper remembers a
+target's series by."""
+
+
+def target_identity(target: Target) -> TargetIdentity:
+    """The key of ``target``'s remembered series: its URL and labels without ``PHASE_LABELS``. A target
+    relabelled by a promotion keeps its series (its counters continue); two targets with one URL (two
+    replicas listing one node's exporter) have their own, so neither marks the other's series stale."""
+    return (target.url, tuple(kv for kv in target.labels if kv[0] not in PHASE_LABELS))
+
+
 @dataclass
 class _Seen:
     """What one target exposed since it was added (for ``Scraper._with_created_zeros``).
@@ -312,7 +324,7 @@ class Scraper:
         self._metrics = metrics
         self.limits = limits or ScrapeLimits()
         self._loops: KeyedLoops[Target] = KeyedLoops()
-        self._seen: dict[str, _Seen] = {}
+        self._seen: dict[TargetIdentity, _Seen] = {}
         self._pending: set[asyncio.Task[int]] = set()
         self._limiter = limiter
 
@@ -321,10 +333,11 @@ class Scraper:
         ts = wall_clock_ms() if now_ms is None else now_ms
         started = time.perf_counter()
         result = await self._fetch_and_parse(target, ts)
+        identity = target_identity(target)
         if result.up:
-            result.samples = self._with_created_zeros(target.url, ts, result.samples, result.created)
+            result.samples = self._with_created_zeros(identity, ts, result.samples, result.created)
         else:
-            result.samples = self._markers_of_failed(target.url, ts)
+            result.samples = self._markers_of_failed(identity, ts)
         up = Sample(
             UP, labels_of({**target.label_dict, "instance": target.url}), 1.0 if result.up else 0.0, ts
         )
@@ -391,15 +404,15 @@ class Scraper:
 
     def _with_created_zeros(
         self,
-        url: str,
+        identity: TargetIdentity,
         ts: int,
         samples: list[Sample],
         created: Callable[[], Mapping[SeriesKey, int]],
     ) -> list[Sample]:
         current = {s[:2]: s for s in reversed(samples)}  # the first of duplicates, as the store keeps
-        seen = self._seen.get(url)
+        seen = self._seen.get(identity)
         if seen is None:  # a first scrape: its series may be older than we are, only _created dates them
-            seen = self._seen[url] = _Seen(ts, current, dict(current))
+            seen = self._seen[identity] = _Seen(ts, current, dict(current))
             times = created()
             zeros = []
             for key, s in current.items():
@@ -422,10 +435,10 @@ class Scraper:
         seen.previous, seen.ts_ms = current, ts
         return added + samples if added else samples
 
-    def _markers_of_failed(self, url: str, ts: int) -> list[Sample]:
+    def _markers_of_failed(self, identity: TargetIdentity, ts: int) -> list[Sample]:
         """A failed scrape: every series of the target's previous scrape is stale from ``ts`` (DESIGN
         "staleness"); the next good scrape finds them absent from the previous one, as after a gap."""
-        seen = self._seen.get(url)
+        seen = self._seen.get(identity)
         if seen is None or not seen.previous:
             return []
         markers = _stale_markers(seen.previous.values(), ts)
@@ -463,8 +476,8 @@ class Scraper:
         """Start loops for new targets and stop loops of removed ones (call inside the event loop)."""
         gone = self._loops.sync({t: functools.partial(self._loop, t) for t in targets})
         markers: list[Sample] = []
-        for url in {t.url for t in gone} - {t.url for t in targets}:
-            seen = self._seen.pop(url, None)  # re-added later, its series are new again from its first scrape
+        for identity in {target_identity(t) for t in gone} - {target_identity(t) for t in targets}:
+            seen = self._seen.pop(identity, None)  # re-added later, its series are new from its first scrape
             if seen is not None:  # a removed target's series are stale from now (a replica terminated)
                 markers += _stale_markers(seen.previous.values(), wall_clock_ms())
         if markers:
