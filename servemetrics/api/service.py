@@ -43,6 +43,9 @@ from servemetrics.timeutil import wall_clock_ms
 log = logging.getLogger(__name__)
 TARGET_REFRESH_S = 30.0
 RETENTION_EVERY_S = 3600.0
+IMPORT_SPOOL = ("import-spool-", ".om")
+"""Prefix and suffix of the file in ``data_dir`` that ``POST /v1/import`` spools its body to; one left
+by a killed service is removed at the next start (``remove_import_spools``)."""
 Clock = Callable[[], int]
 """Epoch-ms clock: "now" for every query default and for retention (tests pin it)."""
 Loop = Coroutine[Any, Any, None]
@@ -163,6 +166,16 @@ async def running_gateway(
         await gateway.stop()
 
 
+def remove_import_spools(data_dir: Path) -> int:
+    """Delete the import spool files (``IMPORT_SPOOL``) in ``data_dir``, left by imports a crash or
+    ``kill -9`` cut short (no import is running before the service starts); returns how many."""
+    prefix, suffix = IMPORT_SPOOL
+    spools = list(data_dir.glob(f"{prefix}*{suffix}"))
+    for path in spools:
+        path.unlink(missing_ok=True)
+    return len(spools)
+
+
 def _store_for(config: Config, store: Store | None) -> Store:
     """``store``, else the store ``config`` names (the DuckDB file in ``data_dir`` or an engine)."""
     return store if store is not None else open_store(Path(config.data_dir), engine_options(config))
@@ -242,6 +255,7 @@ async def open_service(
     """
     async with AsyncExitStack() as stack:
         Path(config.data_dir).mkdir(parents=True, exist_ok=True)
+        remove_import_spools(Path(config.data_dir))
         registry = Registry.open(str(config.registry_url), pepper=key_pepper(config))
         stack.callback(registry.close)
         apply_config(config, registry)

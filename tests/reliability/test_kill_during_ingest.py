@@ -1,15 +1,17 @@
 """kill -9 during ingest loses no acknowledged sample (issue 12 "How we will know"; the guarantee is
-docs/store.md "Durability"). Writers push remote_write batches of known samples to a real
-`servemetrics serve` on the embedded DuckDB store; once enough of them are acknowledged (204) it is
-SIGKILLed with writes in flight, restarted on the same data directory, and killed again, three times.
-Then the store must open, hold every acknowledged sample with its exact value, and hold each batch that
-was not acknowledged whole or not at all (one batch is one ``head`` insert)."""
+docs/store.md "Durability"). Two remote_write writers and one ``/v1/import`` writer push batches of
+known samples to a real `servemetrics serve` on the embedded DuckDB store; once 12 more are
+acknowledged (2xx) it is SIGKILLed with writes in flight and restarted on the same data directory,
+three times. Then the store must open, hold every acknowledged sample with its exact value and each
+batch that was not acknowledged whole or not at all (one batch is one ``head`` insert), and a start
+must have removed the import spool files the kills left behind. About 15 s."""
 
 from __future__ import annotations
 
 import itertools
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +20,7 @@ import httpx
 import numpy as np
 import pytest
 
+from servemetrics.api.service import IMPORT_SPOOL
 from servemetrics.remote_write import encode_batch
 from servemetrics.samples import SampleBatch
 from servemetrics.store import open_store
@@ -32,14 +35,14 @@ NAME = "baseten_gpu_memory_used"
 SERIES, PER_SERIES = 20, 50
 """Each batch: ``PER_SERIES`` samples of each of ``SERIES`` series (gpu ``g0`` …), 1,000 samples."""
 STEP_MS = 100
-WRITERS, KILLS, ACKS_PER_ROUND = 3, 3, 12
+KILLS, ACKS_PER_ROUND = 3, 12
 MAX_BATCHES = 150
 """Batch numbers are never reused: 150 batches span 750 s of timestamps."""
 
 
-def _batch(start_ms: int, number: int) -> tuple[bytes, dict[tuple[str, int], float]]:
-    """Batch ``number``: a snappy remote_write body and its samples {(gpu, ts): value}; its timestamps
-    follow those of batch ``number - 1``, value ``number * 10_000 + series * 100 + sample``."""
+def _batch(start_ms: int, number: int) -> tuple[SampleBatch, dict[tuple[str, int], float]]:
+    """Batch ``number`` and its samples {(gpu, ts): value}: its timestamps follow those of batch
+    ``number - 1``, value ``number * 10_000 + series * 100 + sample``."""
     keys = [
         (NAME, labels_of({"model_id": "m1", "deployment_id": "d1", "replica": "r1", "gpu": f"g{i}"}))
         for i in range(SERIES)
@@ -53,12 +56,38 @@ def _batch(start_ms: int, number: int) -> tuple[bytes, dict[tuple[str, int], flo
         ts_ms=np.tile(ts, SERIES),
         values=values.astype(np.float64).ravel(),
     )
-    raw, n = encode_batch(batch)
-    assert n == SERIES * PER_SERIES
     samples = {
         (f"g{i}", int(t)): float(v) for i, row in enumerate(values) for t, v in zip(ts, row, strict=True)
     }
-    return bytes(cramjam.snappy.compress_raw(raw)), samples
+    return batch, samples
+
+
+def _remote_write(client: httpx.Client, base: str, batch: SampleBatch) -> httpx.Response:
+    """``POST /api/v1/write`` of ``batch`` (snappy protobuf)."""
+    raw, n = encode_batch(batch)
+    assert n == len(batch)
+    body = bytes(cramjam.snappy.compress_raw(raw))
+    return client.post(f"{base}/api/v1/write", content=body, headers=WRITE_HEADERS)
+
+
+def _import(client: httpx.Client, base: str, batch: SampleBatch) -> httpx.Response:
+    """``POST /v1/import`` of ``batch`` as OpenMetrics text (timestamps in seconds, to the ms) of replica
+    r1 of d1."""
+    gpus = [dict(labels)["gpu"] for _, labels in batch.series]
+    columns = (batch.series_index.tolist(), batch.ts_ms.tolist(), batch.values.tolist())
+    lines = [f"# TYPE {NAME} gauge"] + [
+        f'{NAME}{{gpu="{gpus[i]}"}} {v!r} {t // 1000}.{t % 1000:03d}'
+        for i, t, v in zip(*columns, strict=True)
+    ]
+    params = {"model_id": "m1", "deployment_id": "d1", "replica": "r1"}
+    headers = {"Authorization": WRITE_HEADERS["Authorization"]}
+    body = "\n".join([*lines, "# EOF", ""])
+    return client.post(f"{base}/v1/import", params=params, content=body, headers=headers)
+
+
+Poster = Callable[[httpx.Client, str, SampleBatch], httpx.Response]
+WRITERS: tuple[Poster, ...] = (_remote_write, _remote_write, _import)
+"""Two remote_write writers and one ``/v1/import`` writer, concurrently."""
 
 
 @dataclass
@@ -71,16 +100,16 @@ class Ledger:
     acked: set[int] = field(default_factory=set)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def write(self, base: str) -> None:
-        """Post batches one after another until one fails to be acknowledged (the service was killed)
-        or ``MAX_BATCHES`` are used up."""
+    def write(self, base: str, post: Poster) -> None:
+        """Post batches with ``post`` one after another until one is not acknowledged (the service was
+        killed) or ``MAX_BATCHES`` are used up."""
         with httpx.Client(timeout=60) as client:
             while (number := next(self.numbers)) < MAX_BATCHES:
-                body, samples = _batch(self.start_ms, number)
+                batch, samples = _batch(self.start_ms, number)
                 with self.lock:
                     self.sent[number] = samples
                 try:
-                    ok = client.post(f"{base}/api/v1/write", content=body, headers=WRITE_HEADERS).is_success
+                    ok = post(client, base, batch).is_success
                 except httpx.HTTPError:
                     return
                 if not ok:
@@ -90,10 +119,10 @@ class Ledger:
 
 
 def _round(tmp: Path, base: str, ledger: Ledger) -> int:
-    """Start the service, write with ``WRITERS`` writers until ``ACKS_PER_ROUND`` more batches are
+    """Start the service, write with the ``WRITERS`` until ``ACKS_PER_ROUND`` more batches are
     acknowledged, SIGKILL it with writes in flight; the number of batches acknowledged before the kill."""
     proc = start_service(tmp)
-    writers = [threading.Thread(target=ledger.write, args=(base,)) for _ in range(WRITERS)]
+    writers = [threading.Thread(target=ledger.write, args=(base, post)) for post in WRITERS]
     try:
         wait_http(f"{base}/healthz")
         before = len(ledger.acked)
@@ -110,7 +139,13 @@ def _round(tmp: Path, base: str, ledger: Ledger) -> int:
     return len(ledger.acked)
 
 
-def test_kill_9_during_remote_write_loses_no_acknowledged_sample(tmp_path):
+def _spools(tmp: Path) -> int:
+    """Import spool files in the service's data directory (``api/service.IMPORT_SPOOL``)."""
+    prefix, suffix = IMPORT_SPOOL
+    return len(list((tmp / "data").glob(f"{prefix}*{suffix}")))
+
+
+def test_kill_9_during_ingest_loses_no_acknowledged_sample(tmp_path):
     base = configure(tmp_path)
     # 20 minutes ago, at most 90 minutes into its 2 h chunk: the 750 s written never reach the seal
     # (newest sample 2 h 10 min past the chunk's start), so every sample stays in ``head``
@@ -119,6 +154,13 @@ def test_kill_9_during_remote_write_loses_no_acknowledged_sample(tmp_path):
     ledger = Ledger(start_ms)
     acked_at_kills = [_round(tmp_path, base, ledger) for _ in range(KILLS)]
 
+    spools_left = _spools(tmp_path)  # of the imports the kills cut short (usually one per kill)
+    proc = start_service(tmp_path)  # a start removes them
+    try:
+        wait_http(f"{base}/healthz")
+    finally:
+        proc.kill()
+        proc.wait()
     store = open_store(tmp_path / "data")  # after the last kill, without a clean stop in between
     try:
         gpus = store.label_values(NAME, "gpu")
@@ -134,6 +176,7 @@ def test_kill_9_during_remote_write_loses_no_acknowledged_sample(tmp_path):
         if len(ledger.sent[n].keys() & stored.keys()) not in (0, SERIES * PER_SERIES)
     }
     assert len(acked) >= KILLS * ACKS_PER_ROUND, acked_at_kills
+    assert _spools(tmp_path) == 0, f"{spools_left} import spool files left by the kills, not removed"
     assert gpus == sorted(f"g{i}" for i in range(SERIES))
     assert (sealed, {n: c for n, c in lost.items() if c}, partial) == (0, {}, {})
     extra = stored.keys() - set().union(*ledger.sent.values())
