@@ -5,7 +5,7 @@ status the schema declares must match that declaration (``CHECKS``), and a reque
 must be refused.
 
 Bounded and reproducible: ``EXAMPLES`` generated examples per operation with a key, ``EXAMPLES_NO_KEY``
-without (plus schemathesis' own explicit and coverage cases, about 2,300 requests in all), no deadline
+without (plus schemathesis' own explicit and coverage cases, about 3,500 requests in all), no deadline
 (a loaded 2-core machine), ``derandomize`` (the same cases on every run), no shrinking (a failure is
 reported as generated, so a failing run stays bounded too). About 25 s of CPU; 30 s on an idle
 machine, 60 s at a load of 24.
