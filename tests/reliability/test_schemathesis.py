@@ -136,17 +136,14 @@ def test_no_operation_answers_5xx_with_a_key(case: Any) -> None:
 
 
 @schema.parametrize()
-@settings(BOUNDED, max_examples=EXAMPLES_NO_KEY)
+@settings(BOUNDED, max_examples=EXAMPLES_NO_KEY, phases=[Phase.generate])
 def test_every_operation_but_healthz_answers_401_without_a_key(case: Any) -> None:
+    # generated cases only: the explicit and coverage cases (which also try methods a path lacks) ran
+    # with a key, and here would only add a thousand 401s
     response = case.call_and_validate(checks=CHECKS, timeout=30)
     STATUSES["no key", response.status_code] += 1
-    if case.method != case.operation.method.upper():
-        # schemathesis also tries methods a path lacks: 405, or 401 from the body guard, which checks
-        # the key of a request to a path that takes a body before anything reads it (api/bodyguard.py)
-        expected = {401, 405}
-    else:
-        expected = {200} if case.path in PUBLIC else {401}
-    assert response.status_code in expected, (case.method, case.formatted_path, response.text)
+    expected = 200 if case.path in PUBLIC else 401
+    assert response.status_code == expected, (case.method, case.formatted_path, response.text)
 
 
 def test_the_run_reached_the_handlers() -> None:
