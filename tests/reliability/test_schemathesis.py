@@ -148,8 +148,10 @@ def test_every_operation_but_healthz_answers_401_without_a_key(case: Any) -> Non
 
 
 def test_the_run_reached_the_handlers() -> None:
-    if not STATUSES:
-        pytest.skip("runs after the schemathesis tests of this module")
+    """The answers with a key were not all refusals: on the last count 471 of 1,997 were 2xx (443 200s,
+    28 201s), the rest 400, 404, 405 and 409."""
     with_key = {status: n for (who, status), n in STATUSES.items() if who == "key"}
-    assert max(with_key) < 500 and min(with_key) < 300, with_key
-    assert sum(n for status, n in with_key.items() if status < 300) >= 40, with_key
+    if not with_key:
+        pytest.skip("counts what test_no_operation_answers_5xx_with_a_key saw; run it first")
+    assert max(with_key) < 500, with_key
+    assert sum(n for status, n in with_key.items() if status < 300) >= 300, with_key
