@@ -34,10 +34,10 @@ NAME = "baseten_gpu_memory_used"
 """A gauge stored as sent (no unit conversion), so stored values are the values written."""
 SERIES, PER_SERIES = 20, 50
 """Each batch: ``PER_SERIES`` samples of each of ``SERIES`` series (gpu ``g0`` …), 1,000 samples."""
-STEP_MS = 100
+STEP_MS = 20
 KILLS, ACKS_PER_ROUND = 3, 12
 MAX_BATCHES = 150
-"""Batch numbers are never reused: 150 batches span 750 s of timestamps."""
+"""Batch numbers are never reused: 150 batches span 150 s of timestamps."""
 
 
 def _batch(start_ms: int, number: int) -> tuple[SampleBatch, dict[tuple[str, int], float]]:
@@ -98,6 +98,7 @@ class Ledger:
     numbers: itertools.count[int] = field(default_factory=itertools.count)
     sent: dict[int, dict[tuple[str, int], float]] = field(default_factory=dict)
     acked: set[int] = field(default_factory=set)
+    in_flight: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def write(self, base: str, post: Poster) -> None:
@@ -108,19 +109,26 @@ class Ledger:
                 batch, samples = _batch(self.start_ms, number)
                 with self.lock:
                     self.sent[number] = samples
+                    self.in_flight += 1
                 try:
                     ok = post(client, base, batch).is_success
                 except httpx.HTTPError:
-                    return
-                if not ok:
-                    return
+                    ok = False
                 with self.lock:
+                    self.in_flight -= 1
+                    if not ok:
+                        return
                     self.acked.add(number)
+
+    def kill_now(self, target: int) -> bool:
+        """At least ``target`` batches acknowledged and, at this moment, a post in flight."""
+        with self.lock:
+            return len(self.acked) >= target and self.in_flight > 0
 
 
 def _round(tmp: Path, base: str, ledger: Ledger) -> int:
     """Start the service, write with the ``WRITERS`` until ``ACKS_PER_ROUND`` more batches are
-    acknowledged, SIGKILL it with writes in flight; the number of batches acknowledged before the kill."""
+    acknowledged, SIGKILL it while a post is in flight; the number of batches acknowledged by then."""
     proc = start_service(tmp)
     writers = [threading.Thread(target=ledger.write, args=(base, post)) for post in WRITERS]
     try:
@@ -128,7 +136,7 @@ def _round(tmp: Path, base: str, ledger: Ledger) -> int:
         before = len(ledger.acked)
         for w in writers:
             w.start()
-        wait_until(lambda: len(ledger.acked) >= before + ACKS_PER_ROUND, "batches acknowledged", 60)
+        wait_until(lambda: ledger.kill_now(before + ACKS_PER_ROUND), "acknowledged batches", 60)
     finally:
         proc.kill()
         proc.wait()
@@ -147,10 +155,12 @@ def _spools(tmp: Path) -> int:
 
 def test_kill_9_during_ingest_loses_no_acknowledged_sample(tmp_path):
     base = configure(tmp_path)
-    # 20 minutes ago, at most 90 minutes into its 2 h chunk: the 750 s written never reach the seal
-    # (newest sample 2 h 10 min past the chunk's start), so every sample stays in ``head``
-    start_ms = int(time.time() * 1000) - 20 * 60_000
-    start_ms -= max(0, start_ms % CHUNK_MS - 90 * 60_000)
+    # in the current 2 h chunk, at most 10 minutes ago: the store seals a chunk once any series (the
+    # service writes series of its own at the wall clock's time) has a sample 2 h 10 min past the chunk's
+    # start, which no sample of the next minutes has, so every sample stays in ``head``; and the last is
+    # less than 10 minutes ahead (samples.MAX_FUTURE_MS)
+    now = int(time.time() * 1000)
+    start_ms = max(now - now % CHUNK_MS, now - 10 * 60_000)
     ledger = Ledger(start_ms)
     acked_at_kills = [_round(tmp_path, base, ledger) for _ in range(KILLS)]
 
