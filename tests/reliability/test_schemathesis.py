@@ -6,10 +6,10 @@ must be refused.
 
 Bounded and reproducible: ``EXAMPLES`` generated examples per operation with a key (plus schemathesis'
 explicit and coverage cases: boundary values, missing parts, methods a path lacks), ``EXAMPLES_NO_KEY``
-without, about 2,200 requests in all; no deadline (a loaded 2-core machine), ``derandomize`` (the same
+without, about 1,800 requests in all; no deadline (a loaded 2-core machine), ``derandomize`` (the same
 cases on every run), no shrinking (a failure is reported as generated, so a failing run stays bounded
-too). About 24 s of CPU for test and service together: 25-30 s of wall time when the machine is not
-shared, 60-90 s at loads of 16-24.
+too). About 20 s of CPU for test and service together: 40-50 s of wall time at a load of 11 (other
+jobs on this 2-core machine), less when it is not shared.
 
 ``status_code_conformance`` is not among the checks: FastAPI declares only 2xx and 422 per operation,
 while the API answers 400, 401, 403, 404, 409, 413 and 429 as docs/security.md and the spec describe
@@ -48,7 +48,7 @@ from tests.processes import (
 
 pytestmark = pytest.mark.e2e
 KEY = "sm-acme-schemathesis-key-0123"
-EXAMPLES = 12
+EXAMPLES = 6
 EXAMPLES_NO_KEY = 3
 CHECKS = [
     not_a_server_error,
@@ -148,10 +148,10 @@ def test_every_operation_but_healthz_answers_401_without_a_key(case: Any) -> Non
 
 
 def test_the_run_reached_the_handlers() -> None:
-    """The answers with a key were not all refusals: on the last count 471 of 1,997 were 2xx (443 200s,
-    28 201s), the rest 400, 404, 405 and 409."""
+    """The answers with a key were not all refusals: on the last count 328 of 1,655 were 2xx (305 200s,
+    23 201s), the rest 400, 404, 405 and 409."""
     with_key = {status: n for (who, status), n in STATUSES.items() if who == "key"}
     if not with_key:
         pytest.skip("counts what test_no_operation_answers_5xx_with_a_key saw; run it first")
     assert max(with_key) < 500, with_key
-    assert sum(n for status, n in with_key.items() if status < 300) >= 300, with_key
+    assert sum(n for status, n in with_key.items() if status < 300) >= 200, with_key
