@@ -168,7 +168,8 @@ async def running_gateway(
 
 def remove_import_spools(data_dir: Path) -> int:
     """Delete the import spool files (``IMPORT_SPOOL``) in ``data_dir``, left by imports a crash or
-    ``kill -9`` cut short (no import is running before the service starts); returns how many."""
+    ``kill -9`` cut short; returns how many. Called at start once the store is open: its lock (the
+    DuckDB file's, or the remote_write buffer's) means no other service is importing into ``data_dir``."""
     prefix, suffix = IMPORT_SPOOL
     spools = list(data_dir.glob(f"{prefix}*{suffix}"))
     for path in spools:
@@ -255,12 +256,12 @@ async def open_service(
     """
     async with AsyncExitStack() as stack:
         Path(config.data_dir).mkdir(parents=True, exist_ok=True)
-        remove_import_spools(Path(config.data_dir))
         registry = Registry.open(str(config.registry_url), pepper=key_pepper(config))
         stack.callback(registry.close)
         apply_config(config, registry)
         opened = _store_for(config, store)
         stack.callback(opened.close)
+        remove_import_spools(Path(config.data_dir))  # after the store's lock kept off a second service
         service = _limited(Service(config, registry, opened, SelfMetrics(), clock, egress=egress_of(config)))
         if isinstance(opened, SelfMonitored):  # an engine store: queue, sent, failed, retries
             service.metrics.watch_remote_write(opened.remote_write_stats)
