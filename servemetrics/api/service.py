@@ -51,6 +51,9 @@ IN_FLIGHT_TOKENS = "baseten_llm_in_flight_tokens"
 log = logging.getLogger(__name__)
 TARGET_REFRESH_S = 30.0
 RETENTION_EVERY_S = 3600.0
+IMPORT_SPOOL = ("import-spool-", ".om")
+"""Prefix and suffix of the file in ``data_dir`` that ``POST /v1/import`` spools its body to; one left
+by a killed service is removed at the next start (``remove_import_spools``)."""
 Clock = Callable[[], int]
 """Epoch-ms clock: "now" for every query default and for retention (tests pin it)."""
 Loop = Coroutine[Any, Any, None]
@@ -193,6 +196,17 @@ def in_flight_tokens_reader(store: Store, clock: Clock) -> InFlightTokens:
     return read
 
 
+def remove_import_spools(data_dir: Path) -> int:
+    """Delete the import spool files (``IMPORT_SPOOL``) in ``data_dir``, left by imports a crash or
+    ``kill -9`` cut short; returns how many. Called at start once the store is open: its lock (the
+    DuckDB file's, or the remote_write buffer's) means no other service is importing into ``data_dir``."""
+    prefix, suffix = IMPORT_SPOOL
+    spools = list(data_dir.glob(f"{prefix}*{suffix}"))
+    for path in spools:
+        path.unlink(missing_ok=True)
+    return len(spools)
+
+
 def _store_for(config: Config, store: Store | None) -> Store:
     """``store``, else the store ``config`` names (the DuckDB file in ``data_dir`` or an engine)."""
     return store if store is not None else open_store(Path(config.data_dir), engine_options(config))
@@ -279,6 +293,7 @@ async def open_service(
         apply_config(config, registry)
         opened = _store_for(config, store)
         stack.callback(opened.close)
+        remove_import_spools(Path(config.data_dir))  # after the store's lock kept off a second service
         service = _limited(Service(config, registry, opened, SelfMetrics(), clock, egress=egress_of(config)))
         if isinstance(opened, SelfMonitored):  # an engine store: queue, sent, failed, retries
             service.metrics.watch_remote_write(opened.remote_write_stats)

@@ -147,8 +147,23 @@ FAST_ROUTES: tuple[InferenceRoute, ...] = tuple(
 )
 """The inference paths, in matching order: ``InferenceRouter`` answers them, ``router`` documents them."""
 
+_RELAYED: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The replica's answer: its status, headers and body, as it sent them"}
+}
+"""The documented answer of an inference path: whatever the replica sent, of any content type (the
+FastAPI default would claim ``application/json``; schemathesis' ``content_type_conformance`` holds the
+document to what is served, tests/reliability/test_schemathesis.py)."""
+
 for _route in FAST_ROUTES:
-    router.add_api_route(_route.path, _route.endpoint, methods=list(_route.methods), response_model=None)
+    for _method in _route.methods:  # one route per method: each gets its own operationId
+        router.add_api_route(
+            _route.path,
+            _route.endpoint,
+            methods=[_method],
+            response_model=None,
+            response_class=Response,
+            responses=_RELAYED,
+        )
 
 
 @router.get("/gateway/metrics", include_in_schema=False)
