@@ -82,19 +82,19 @@ def svc(tmp_path_factory) -> Iterator[Service]:
             stop(p)
 
 
-def _families(base: str) -> dict[str, list]:
-    """The gateway's families as both organizations' keys read them (each sees its own models)."""
+def _families(base: str, keys: tuple[str, ...] = (MANAGE, OTHER)) -> dict[str, list]:
+    """The gateway's families as ``keys`` read them (one per organization: each sees its own models)."""
     out: dict[str, list] = {}
-    for key in (MANAGE, OTHER):
+    for key in keys:
         text = httpx.get(f"{base}/gateway/metrics", headers=_auth(key)).text
         for f in text_string_to_metric_families(text):
             out.setdefault(f.name, []).extend(f.samples)
     return out
 
 
-def gauge(base: str, name: str) -> dict[str, float]:
-    """deployment id -> value of a gateway gauge."""
-    return {s.labels["deployment_id"]: s.value for s in _families(base).get(name, [])}
+def gauge(base: str, name: str, keys: tuple[str, ...] = (MANAGE, OTHER)) -> dict[str, float]:
+    """deployment id -> value of a gateway gauge, as ``keys`` read them."""
+    return {s.labels["deployment_id"]: s.value for s in _families(base, keys).get(name, [])}
 
 
 def hist_sum_count(base: str, name: str, dep: str) -> tuple[float, float]:
