@@ -200,8 +200,7 @@ def test_prometheus_stores_what_our_api_answers(prometheus: str, service: str):
     (p50,) = _query(prometheus, f'histogram_quantile(0.5, last_over_time({E2E}_bucket{{job="baseten"}}[5m]))')
     assert api[E2E]["quantile=0.5"] == float(p50["value"][1]) == 0.1
     # the other organization's key scraped only its own model; the 7th scrape of a minute was refused
-    assert stored(prometheus, "other") == {
-        key("baseten_replicas_active", model_id="m2", model_name="theirs", deployment_id="x1"): 9.0
-    }
+    theirs = {key("baseten_replicas_active", model_id="m2", model_name="theirs", deployment_id="x1"): 9.0}
+    wait_until(lambda: stored(prometheus, "other") == theirs, "the other job's first scrape", 60)
     refused = 'count_over_time(up{job="baseten"}[5m]) - sum_over_time(up{job="baseten"}[5m])'
     wait_until(lambda: any(float(r["value"][1]) > 0 for r in _query(prometheus, refused)), "a 429", 60)
