@@ -57,6 +57,9 @@ def samples() -> list:
         *series(
             "baseten_replicas_active", [(100, 9)], model_id="m2", model_name="theirs", deployment_id="x1"
         ),
+        # an engine counter keeps its data-parallel rank label (catalog ``Ranks``); vLLM's own model_name
+        # was overridden by the registry's at ingest
+        *series("vllm:prompt_tokens_total", [(0, 100), (60, 160)], replica="r1", engine="1", **dep),
         # older than the 5 minutes a gauge looks back at 120 s: not exported
         *series("baseten_replicas_starting", [(-400, 1)], **dep),
     ]
@@ -84,7 +87,7 @@ def key(name: str, **labels: str) -> tuple[str, tuple[tuple[str, str], ...]]:
 
 
 def _client(serve: Serve, clock: Clock) -> TestClient:
-    return serve(declarations(), clock=clock, store=store_with(samples()))
+    return serve(declarations(), clock=clock, store=store_with(samples()), gateway=False)
 
 
 def test_an_export_key_reads_its_organization_in_export_units(serve):
@@ -103,6 +106,7 @@ def test_an_export_key_reads_its_organization_in_export_units(serve):
         key(E2E + "_bucket", **req, le="+Inf"): 6.0,
         key(E2E + "_count", **req): 6.0,
         key(E2E + "_sum", **req): 2.5,
+        key("vllm:prompt_tokens_total", **DEP, replica="r1", engine="1"): 60.0,  # from the first sample
         key(
             "baseten_concurrent_requests",
             **DEP | {"model_id": "m3", "model_name": "whisper", "deployment_id": "d3"},
@@ -110,6 +114,7 @@ def test_an_export_key_reads_its_organization_in_export_units(serve):
     }
     assert "# TYPE baseten_inference_requests_total counter" in resp.text
     assert "# TYPE baseten_end_to_end_response_time_seconds histogram" in resp.text
+    assert "# TYPE vllm:prompt_tokens_total counter" in resp.text
 
 
 def test_scopes_and_key_types(serve):
