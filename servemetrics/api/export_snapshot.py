@@ -148,8 +148,12 @@ def _histogram(reader: _Reader, metric: MetricDef) -> tuple[ExportedSeries, ...]
     """``_bucket`` / ``_sum`` / ``_count`` per label set; ``_count`` falls back to the ``+Inf`` bucket."""
     buckets: dict[LabelPairs, list[tuple[float, str, float]]] = {}
     for labels, value in _values(reader, metric, metric.name + "_bucket", ("le",)).items():
-        le = labels[-1][1]
-        buckets.setdefault(labels[:-1], []).append((parse_le(le), le, value))
+        le = labels[-1][1]  # ``le`` is the last group label and never empty
+        try:
+            bound = parse_le(le)
+        except ValueError:
+            continue  # ingest refuses such buckets; one stored earlier must not break the export
+        buckets.setdefault(labels[:-1], []).append((bound, le, value))
     sums = _values(reader, metric, metric.name + "_sum")
     counts = _values(reader, metric, metric.name + "_count")
     out = []
