@@ -2,10 +2,11 @@
 
 Wiring happens here, in ``api/app.py`` and in ``cli.py`` only (STYLE: config is read at the edge and
 passed down). ``open_service`` opens the registry (applying the YAML's static declarations), the sample
-store and the service's own metrics, starts the gateway (docs/gateway.md), whose ``/gateway/metrics`` the
-scraper reads like any target, the scraper over the registry's targets (refreshed every
-``TARGET_REFRESH_S``) and the retention loop. Leaving the ``async with`` stops them in the reverse order.
-It needs no FastAPI: ``create_app`` only keeps the ``Service`` in ``app.state.service``.
+store and the service's own metrics, starts the gateway (docs/gateway.md), whose series the scraper
+reads in-process like a target's (``GATEWAY_TARGET_URL`` through ``ExpositionTransport``), the scraper
+over the registry's targets (refreshed every ``TARGET_REFRESH_S``) and the retention loop. Leaving the
+``async with`` stops them in the reverse order. It needs no FastAPI: ``create_app`` only keeps the
+``Service`` in ``app.state.service``.
 """
 
 from __future__ import annotations
@@ -25,11 +26,14 @@ from anyio import CapacityLimiter
 from servemetrics.api import api_limit
 from servemetrics.api.api_limit import ApiRateLimiter
 from servemetrics.api.auth_limit import FailedAuthLimiter, unlimited
+from servemetrics.api.export_limit import ExportRateLimit
+from servemetrics.api.export_view import SnapshotCache
 from servemetrics.api.ingest_pool import IngestPool
 from servemetrics.api.series_limit import ActiveSeries
 from servemetrics.config import Config, apply_config, egress_of, engine_options, key_pepper
 from servemetrics.gateway import Gateway, GatewayOptions
 from servemetrics.gateway.gateway import InFlightTokens
+from servemetrics.gateway.metrics import ExpositionTransport
 from servemetrics.gateway.queued import QueuedOptions, QueuedRequests
 from servemetrics.gateway.queued_store import QueuedStore
 from servemetrics.ingest.scrape_limits import ScrapeLimits
@@ -80,6 +84,8 @@ class Service:
         series_limit: active series per organization (``limits.series_per_organization``; by default
             none): every ingest path passes its batches through ``series_limit.admit``.
         ingest: the worker threads and queue of pushed bodies (config ``ingest``).
+        export_limit: ``GET /metrics`` requests per organization per minute (platform-facts §2).
+        exports: the export's snapshot per organization (``api/export_view.SnapshotCache``).
     """
 
     config: Config
@@ -95,6 +101,8 @@ class Service:
     api_limiter: ApiRateLimiter = field(default_factory=api_limit.unlimited)
     series_limit: ActiveSeries = field(default_factory=lambda: ActiveSeries(0, lambda _: None, wall_clock_ms))
     ingest: IngestPool = field(default_factory=lambda: IngestPool(2, 4, 5.0))
+    export_limit: ExportRateLimit = field(default_factory=lambda: ExportRateLimit(wall_clock_ms))
+    exports: SnapshotCache = field(default_factory=lambda: SnapshotCache(wall_clock_ms))
 
     def append(self, batch: SampleBatch) -> int:
         """Store ``batch`` without the series the active-series limit refuses; the samples stored."""
@@ -107,11 +115,14 @@ def _org_of(registry: Registry, model_id: str) -> str | None:
     return None if model is None else model.organization_name
 
 
-def gateway_target(config: Config) -> Target:
-    """The gateway's ``/gateway/metrics`` on this service's own address, with no registry labels: its
-    series carry their own ``model_id``, ``deployment_id``, ``environment`` ... (``adapt`` keeps them)."""
-    host = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "": "127.0.0.1"}.get(config.host, config.host)
-    return Target(f"http://{host}:{config.port}/gateway/metrics", ())
+GATEWAY_TARGET_URL = "http://gateway.in-process/gateway/metrics"
+"""The gateway's target: answered in-process (``ExpositionTransport``), never over the network."""
+
+
+def gateway_target() -> Target:
+    """The gateway's own series as a target with no registry labels: its series carry their own
+    ``model_id``, ``deployment_id``, ``environment`` ... (``adapt`` keeps them)."""
+    return Target(GATEWAY_TARGET_URL, ())
 
 
 def scrape_targets(registry: Registry, extra: tuple[Target, ...] = ()) -> list[Target]:
@@ -121,10 +132,16 @@ def scrape_targets(registry: Registry, extra: tuple[Target, ...] = ()) -> list[T
 
 
 def _scrape_client(
-    egress: Egress, trusted: httpx.AsyncClient, checked: httpx.AsyncClient, target: Target
+    egress: Egress,
+    trusted: httpx.AsyncClient,
+    checked: httpx.AsyncClient,
+    in_process: httpx.AsyncClient | None,
+    target: Target,
 ) -> httpx.AsyncClient:
-    """``checked`` for a target the config file does not declare (``Egress.for_target``), else
-    ``trusted``; the gateway's own ``/gateway/metrics`` (no ``deployment_id``) is trusted."""
+    """``in_process`` (the gateway's ``ExpositionTransport``) for ``GATEWAY_TARGET_URL``, ``checked`` for
+    a target the config file does not declare (``Egress.for_target``), else ``trusted``."""
+    if in_process is not None and target.url == GATEWAY_TARGET_URL:
+        return in_process
     deployment_id = target.label_dict.get("deployment_id")
     if deployment_id is None or egress.for_target(deployment_id, target.url) is None:
         return trusted
@@ -134,7 +151,7 @@ def _scrape_client(
 async def _refresh_targets(service: Service, scraper: Scraper) -> None:
     while True:
         try:
-            extra = (gateway_target(service.config),) if service.gateway is not None else ()
+            extra = (gateway_target(),) if service.gateway is not None else ()
             scraper.set_targets(await asyncio.to_thread(scrape_targets, service.registry, extra))
         except Exception:
             log.exception("refreshing scrape targets failed; keeping the previous ones")
@@ -225,19 +242,24 @@ async def _tasks(*coroutines: Loop) -> AsyncIterator[None]:
 
 
 async def _scraper(stack: AsyncExitStack, service: Service) -> Scraper:
-    """The scraper of ``service`` with its HTTP clients (a trusted one and one the ``egress`` targets
-    policy checks), stopped and closed by ``stack``."""
+    """The scraper of ``service`` with its HTTP clients (a trusted one, one the ``egress`` targets
+    policy checks, and the gateway's in-process one), stopped and closed by ``stack``."""
     config, egress = service.config, service.egress
     assert egress is not None
     client = await stack.enter_async_context(httpx.AsyncClient())
     checked = await stack.enter_async_context(guarded_client(egress.targets))
+    gateway = service.gateway
+    in_process = None
+    if gateway is not None:
+        transport = ExpositionTransport(gateway.metrics.exposition)
+        in_process = await stack.enter_async_context(httpx.AsyncClient(transport=transport))
     scraper = Scraper(
         client,
         service.append,
         config.scrape_interval,
         config.scrape_timeout,
         service.metrics,
-        client_of=functools.partial(_scrape_client, egress, client, checked),
+        client_of=functools.partial(_scrape_client, egress, client, checked, in_process),
         limits=ScrapeLimits(**config.scrape_limits()),
         limiter=CapacityLimiter(config.ingest.workers),
     )
@@ -246,8 +268,8 @@ async def _scraper(stack: AsyncExitStack, service: Service) -> Scraper:
 
 
 def _limited(service: Service) -> Service:
-    """``service`` with the limits its config sets: failed authentications, the management API's per-key
-    limits, active series, ingest."""
+    """``service`` with the limits its config sets (failed authentications, the management API's per-key
+    limits, active series, ingest) and the export's rate limit and snapshots on its clock."""
     config, clock = service.config, service.clock
     limit = config.auth_rate_limit
     service.auth_limiter = FailedAuthLimiter(limit.failures, round(limit.window * 1000), clock)
@@ -260,6 +282,7 @@ def _limited(service: Service) -> Service:
     )
     pushed = config.ingest
     service.ingest = IngestPool(pushed.workers, pushed.queue, pushed.retry_after, service.metrics)
+    service.export_limit, service.exports = ExportRateLimit(clock), SnapshotCache(clock)
     return service
 
 

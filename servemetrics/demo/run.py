@@ -146,7 +146,7 @@ class Demo:
         self.console.print(f"  dashboard {b}/  (sign in with the key; GPU usage: {b}/#/gpu-usage)")
         self.console.print(f"  API      {b}/v1/models/{MODEL}/environments/{ENVIRONMENT}/metrics")
         self.console.print(f"  OpenAPI  {b}/docs")
-        self.console.print(f"  metrics  {b}/metrics  (gateway: {b}/gateway/metrics)")
+        self.console.print(f"  metrics  {b}/metrics  (export, with the key; own: {b}/service/metrics)")
         self.console.print(f"  predict  {b}/v1/models/{MODEL}/environments/{ENVIRONMENT}/predict")
         for r in self.topo.replicas:
             self.console.print(

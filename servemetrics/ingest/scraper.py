@@ -449,7 +449,7 @@ class Scraper:
         if self._metrics is None:
             return
         m = self._metrics
-        m.scrape_duration.labels(target.label_dict.get("deployment_id", "")).observe(seconds)
+        m.scrape_duration.labels("registry" if target.labels else "gateway").observe(seconds)
         m.scrapes.labels("ok" if result.up else "error").inc()
         m.target_up.labels(*_target_key(target)).set(1.0 if result.up else 0.0)
         if result.duplicates:

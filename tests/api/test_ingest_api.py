@@ -53,7 +53,7 @@ def test_remote_write_then_read_back(client):
     )
     assert resp.status_code == 204, resp.text
     assert _summary(client) == [8.0, 0.0, 0.0]
-    own = client.get("/metrics").text
+    own = client.get("/service/metrics").text
     assert 'servemetrics_samples_appended_total{path="remote_write"} 3.0' in own
 
 

@@ -80,8 +80,8 @@ def gpu_body(series: int, per_series: int, prefix: str, model: str = "m1", dep: 
 
 
 def own_metric(base: str, name: str) -> float:
-    """The value of the service's own sample ``name`` (no labels) on its ``/metrics``."""
-    text = httpx.get(f"{base}/metrics", timeout=10).text
+    """The value of the service's own sample ``name`` (no labels) on its ``/service/metrics``."""
+    text = httpx.get(f"{base}/service/metrics", timeout=10).text
     found = [s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name]
     assert len(found) == 1, name
     return found[0]

@@ -78,6 +78,8 @@ ROUTES = [
     Route("GET", "/v1/loops/deployments/t1", "read_trainer", 200),
     Route("POST", "/v1/loops/deployments/t1/metrics", "read_trainer", 200, body={}),
     Route("GET", "/v1/service_discovery/targets", "read_org", 200),
+    Route("GET", "/metrics", "read_org", 200),  # the export (docs/export.md): once per caller, under 6/min
+    Route("GET", "/gateway/metrics", "read_org", 200),
     # inference: production serves d2, which has no replica, so a permitted call is the gateway's 503
     Route("POST", f"{M}/environments/production/predict", "invoke", 503, body={}),
     Route("POST", f"{M}/deployment/d2/predict", "invoke", 503, body={}),
