@@ -6,13 +6,15 @@ every default metric and the request, replica, CPU, GPU (and async, when the rou
 non-null, and the SERIES has a value set starting at the PROMOTED event's instant. Each deployment's
 engine metrics (d1's replicas expose vLLM's format, d2's SGLang's) shown by default are non-null over
 the run: decode tokens/s (at most 1 / the replica's per-token delay), TTFT, inter-token latency,
-KV-cache usage, running and waiting, and the prefix cache has hits (the load repeats prompts). The
+KV-cache usage, running and waiting, and the prefix cache has hits (the load repeats prompts); so are
+the ``baseten_llm_*`` metrics adapted from them, whose decode tokens/s is the engine's own. The
 trainer (Loops) endpoint answers with data for both nodes and their two GPU ranks, and requests with
 latencies. Then the demo must exit 0 on its own and leave none of its children running.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -123,6 +125,32 @@ def _check_engines(client: httpx.Client, base: str, window: dict[str, int]) -> N
         assert 0 < speed <= most, (dep, speed)
         assert got[f"{engine}:prefix_cache_hit_rate"][0] > 0, dep  # repeated prompts hit
         assert 0 < got[f"{engine}:{kv}"][0] < 1, dep
+        _check_llm(client, f"{base}/v1/models/demo-model/deployments/{dep}/metrics", window, speed)
+
+
+LLM = [
+    "baseten_llm_input_tokens_total",
+    "baseten_llm_output_tokens_total",
+    "baseten_llm_time_to_first_token_seconds",
+    "baseten_llm_time_per_output_token_seconds",
+    "baseten_llm_num_requests",
+    "baseten_llm_output_tokens_per_second",
+    "baseten_llm_decode_tokens_per_second",
+]
+"""The ``baseten_llm_*`` metrics the adapters derive from vLLM's and SGLang's series (catalog/llm.py)."""
+
+
+def _check_llm(client: httpx.Client, url: str, window: dict[str, int], engine_speed: float) -> None:
+    """One deployment's ``LLM`` metrics non-null, adapted from its engine's series: its decode tokens/s
+    is the engine's own (both invert the one inter-token latency histogram)."""
+    resp = client.get(url, params={"mode": "SUMMARY", "metrics": LLM, **window})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert [d["name"] for d in body["metric_descriptors"]] == LLM
+    assert _nulls(body) == [], url
+    got = dict(zip(LLM, body["metric_values"][-1]["values"], strict=True))
+    assert got["baseten_llm_output_tokens_total"][0] > 0 and got["baseten_llm_input_tokens_total"][0] > 0
+    assert math.isclose(got["baseten_llm_decode_tokens_per_second"][0], engine_speed, rel_tol=1e-9), url
 
 
 def test_demo_feeds_every_metric_promotes_and_exits_cleanly(tmp_path):
