@@ -419,6 +419,7 @@ def test_environment_min_above_max_is_400_and_good_settings_are_kept(client: Tes
         "scale_down_delay": 900,
         "concurrency_target": 1,
         "target_utilization_percentage": 70,
+        "target_in_flight_tokens": None,
     }
     # nothing serves staging: the neutral instance type and the default backpressure policy
     assert (res.json()["instance_type"], res.json()["request_backpressure_settings"]) == (

@@ -129,5 +129,6 @@ def test_adapted_in_pieces_is_adapt_of_the_whole() -> None:
     assert [(s.name, s.value) for s in whole] == [
         ("baseten_gpu_utilization", 0.25),
         ("vllm:num_requests_running", 1.0),
+        ("baseten_llm_num_requests", 1.0),  # the LLM rule's copy (state="running")
     ]
-    assert lengths == [1, 2, 2]
+    assert lengths == [1, 3, 3]

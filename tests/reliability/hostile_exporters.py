@@ -16,7 +16,7 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-GAUGE = "vllm:num_requests_running"
+GAUGE = "vllm:kv_cache_usage_perc"  # no LLM rule copies it: one stored sample per line
 TYPE_LINE = f"# TYPE {GAUGE} gauge\n"
 HEALTHY_SERIES = 5
 MANY_SERIES = 100_000
@@ -36,7 +36,7 @@ HEALTHY_BYTES = len(healthy_body())
 
 
 def big_body() -> bytes:
-    """``BIG_LINES`` lines ``vllm:num_requests_running{i="<7 digits>",pad="xx…"} 1``, 100 bytes each."""
+    """``BIG_LINES`` lines ``vllm:kv_cache_usage_perc{i="<7 digits>",pad="xx…"} 1``, 100 bytes each."""
     pad = "x" * (BIG_LINE_BYTES - len(f'{GAUGE}{{i="0000000",pad=""}} 1\n'))
     return (TYPE_LINE + "".join(f'{GAUGE}{{i="{i:07d}",pad="{pad}"}} 1\n' for i in range(BIG_LINES))).encode()
 

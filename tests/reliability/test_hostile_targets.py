@@ -112,18 +112,21 @@ def _targets(urls: list[str]) -> list[Target]:
     return out
 
 
-def _healthy_scrapes(metrics: SelfMetrics) -> float:
-    count = metrics.registry.get_sample_value(
-        "servemetrics_scrape_duration_seconds_count", {"deployment_id": "h"}
-    )
-    return count or 0.0
+def _healthy_scrapes(store: MemoryStore) -> int:
+    """The healthy targets' scrapes stored so far: their ``up`` samples."""
+    ups = [
+        s
+        for (name, labels), s in list(store._series.items())
+        if name == "up" and ("deployment_id", "h") in labels
+    ]
+    return sum(len(s.values) for s in ups)
 
 
-async def _probe_until(metrics: SelfMetrics, scrapes: float, phase: Phase) -> None:
+async def _probe_until(store: MemoryStore, scrapes: float, phase: Phase) -> None:
     """Sleep 10 ms at a time (recording each wake-up's lateness in ``phase``) until the healthy targets
     were scraped ``scrapes`` times in all; AssertionError after 60 s."""
     deadline = time.monotonic() + 60.0
-    while _healthy_scrapes(metrics) < scrapes:
+    while _healthy_scrapes(store) < scrapes:
         assert time.monotonic() < deadline, "the healthy targets were not scraped in 60 s"
         asked = time.monotonic()
         await asyncio.sleep(0.01)
@@ -147,10 +150,10 @@ async def _scrape(targets: list[Target], store: MemoryStore, run: Run) -> None:
         )
         try:
             scraper.set_targets(healthy)
-            await _probe_until(metrics, (CONTROL_ROUNDS + 1) * len(healthy), run.control)
+            await _probe_until(store, (CONTROL_ROUNDS + 1) * len(healthy), run.control)
             run.hostile.started_ms = int(time.time() * 1000)
             scraper.set_targets(targets)
-            await _probe_until(metrics, (CONTROL_ROUNDS + ROUNDS + 2) * len(healthy), run.hostile)
+            await _probe_until(store, (CONTROL_ROUNDS + ROUNDS + 2) * len(healthy), run.hostile)
         finally:
             await scraper.stop()
 
