@@ -33,6 +33,7 @@ from servemetrics.ingest.scrape_limits import ScrapeLimits
 from servemetrics.ingest.scraper import Scraper, Target
 from servemetrics.ingest.targets import targets_from_registry
 from servemetrics.netpolicy import Egress, guarded_client
+from servemetrics.query.engines import EngineCache
 from servemetrics.registry import Registry
 from servemetrics.samples import SampleBatch
 from servemetrics.selfmetrics import SelfMetrics
@@ -67,6 +68,7 @@ class Service:
         series_limit: active series per organization (``limits.series_per_organization``; by default
             none): every ingest path passes its batches through ``series_limit.admit``.
         ingest: the worker threads and queue of pushed bodies (config ``ingest``).
+        engines: engine detection per model, cached (``query.engines``; ``GET .../engines``).
     """
 
     config: Config
@@ -81,6 +83,7 @@ class Service:
     auth_limiter: FailedAuthLimiter = field(default_factory=unlimited)
     series_limit: ActiveSeries = field(default_factory=lambda: ActiveSeries(0, lambda _: None, wall_clock_ms))
     ingest: IngestPool = field(default_factory=lambda: IngestPool(2, 4, 5.0))
+    engines: EngineCache = field(default_factory=EngineCache)
 
     def append(self, batch: SampleBatch) -> int:
         """Store ``batch`` without the series the active-series limit refuses; the samples stored."""

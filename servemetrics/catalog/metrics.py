@@ -16,7 +16,7 @@ Tests keep this table, the recipes and ``docs/catalog.md`` in agreement.
 
 from __future__ import annotations
 
-from servemetrics.catalog.engines import ENGINE_ROWS
+from servemetrics.catalog.engine_rows import ENGINE_ROWS
 from servemetrics.catalog.model import (
     HISTOGRAM_LABEL_SETS,
     STATUS_LABEL_SETS,
