@@ -1,7 +1,7 @@
 // Units and labels: how a value of the API is shown (axis ticks, hover values, legends).
 // Unit hints are the spec's (SECONDS, BYTES, MEBIBYTES, PER_SECOND, COUNT, RATIO); COUNT counters are
 // totals per step ("requests per 30 s"), RATIO gauges are fractions shown as %, RATIO counters are
-// CPU-seconds per second shown as cores (docs/catalog.md).
+// CPU-seconds per second shown as cores (docs/catalog.md); token counts and speeds say "tokens".
 
 const BINARY = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
 
@@ -29,6 +29,7 @@ export function stepLabel(seconds) {
 }
 
 function noun(name) {
+  if (name.includes("token")) return "tokens";
   if (name.includes("restart")) return "restarts";
   if (name.includes("webhook")) return "webhook requests";
   if (name.includes("request")) return "requests";
@@ -46,6 +47,7 @@ export function unitOf(metric, stepSeconds) {
     case "MEBIBYTES":
       return { type: "mebibytes", label: "bytes" };
     case "PER_SECOND":
+      if (name.includes("token")) return { type: "rate", label: "tokens/s" };
       return name.includes("request") ? { type: "rate", label: "req/s" } : { type: "rate", label: "per second" };
     case "RATIO":
       if (kind === "COUNTER") return name.includes("cpu") ? { type: "cores", label: "cores" } : { type: "rate", label: "per second" };
@@ -83,7 +85,9 @@ export function formatValue(v, unit) {
     case "celsius":
       return `${num(v)} °C`;
     case "rate":
-      return unit.label === "req/s" ? `${num(v)} req/s` : `${num(v)}/s`;
+      if (unit.label === "req/s") return `${num(v)} req/s`;
+      if (unit.label === "tokens/s") return `${num(v)} tok/s`; // short enough for the axis
+      return `${num(v)}/s`;
     default:
       return num(v);
   }
