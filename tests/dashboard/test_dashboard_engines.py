@@ -39,9 +39,12 @@ def browser() -> Iterator[Browser]:
         yield b
 
 
-def open_page(browser: Browser, service: Pinned, path: str = "/") -> Page:
+def open_page(browser: Browser, service: Pinned, path: str = "/", urls: list[str] | None = None) -> Page:
+    """A page at ``path``; the URL of every request it makes is appended to ``urls`` when given."""
     page = new_context(browser, KEY).new_page()
     page.clock.set_fixed_time(datetime.fromtimestamp(NOW / 1000, UTC))
+    if urls is not None:
+        page.on("request", lambda r: urls.append(r.url))
     page.goto(service.base + path)
     return page
 
@@ -58,7 +61,8 @@ def customize_rows(page: Page) -> list[str]:
 
 
 def test_a_vllm_deployment_shows_the_engine_graphs_with_data(browser, service):
-    page = open_page(browser, service)  # m1, production = d1
+    urls: list[str] = []
+    page = open_page(browser, service, urls=urls)  # m1, production = d1
     wait_drawn(page)
     drawn = {g["id"]: g for g in graphs(page)}
     engine = [g["id"] for g in graphs(page) if g["group"]]
@@ -84,6 +88,18 @@ def test_a_vllm_deployment_shows_the_engine_graphs_with_data(browser, service):
     # output tokens/s: 600 generated tokens per 30 s step
     assert step(drawn["vllm-output-token-throughput"], "vLLM output token throughput") == pytest.approx(20)
     assert drawn["vllm-output-token-throughput"]["unit"] == "tokens/s"
+    # one detection call for the scope, before the SERIES call
+    engines = [i for i, u in enumerate(urls) if "/engines?" in u]
+    series = [i for i, u in enumerate(urls) if "/metrics?" in u]
+    assert [urls[i] for i in engines] == [service.base + "/v1/models/m1/engines?environment=production"]
+    assert len(series) == 1 and engines[0] < series[0]
+    # reloaded with the model known: index.html starts the call with the first ones, the page takes it over
+    urls.clear()
+    page.reload()
+    wait_drawn(page)
+    assert [u for u in urls if "/engines?" in u] == [
+        service.base + "/v1/models/m1/engines?environment=production"
+    ]
     screenshot(page, "engine-graphs.png")
     page.context.close()
 
