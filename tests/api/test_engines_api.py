@@ -8,10 +8,12 @@ import pytest
 from fastapi.testclient import TestClient
 
 from servemetrics.catalog import CATALOG
-from servemetrics.samples import SampleBatch
+from servemetrics.remote_write import encode_write_request
+from servemetrics.samples import Sample, SampleBatch
 from servemetrics.store.base import Store
 from servemetrics.store.duckdb import DuckDBStore
 from servemetrics.store.memory import MemoryStore
+from servemetrics.types import labels_of
 from tests.api.conftest import Serve
 from tests.apptools import org
 from tests.query.helpers import T0, at, series
@@ -163,3 +165,20 @@ def test_catalog_serves_group_and_engines(client):
         "",
         [],
     )
+
+
+def test_remote_write_series_are_detected_after_the_cache_refresh(serve: Serve):
+    now = [at(60)]
+    client = serve(_declarations(), gateway=False, clock=lambda: now[0], store=MemoryStore())
+    assert get(client, "/v1/models/m1/engines", deployment_id="d3").json()["engines"] == []  # cached at 60 s
+    lab = labels_of({"model_id": "m1", "deployment_id": "d3", "replica": "r1"})
+    body = encode_write_request([Sample("sglang:num_running_reqs", lab, 4.0, at(70))])
+    assert (
+        client.post("/api/v1/write", content=body, headers={"Authorization": f"Bearer {KEY}"}).status_code
+        == 204
+    )
+    now[0] = at(60 + 119.999)  # the answer of 60 s is reused for 2 minutes
+    assert get(client, "/v1/models/m1/engines", deployment_id="d3").json()["engines"] == []
+    now[0] = at(180)
+    fresh = get(client, "/v1/models/m1/engines", deployment_id="d3").json()
+    assert (fresh["engines"], fresh["checked_at_epoch_millis"]) == (["sglang"], at(180))
