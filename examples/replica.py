@@ -64,7 +64,8 @@ class Model:
 
 class Handler(BaseHTTPRequestHandler):
     """``GET /metrics``, ``GET /health``, ``POST /observe``, ``POST /predict``, ``POST /health`` and
-    an echo of any other path (HTTP/1.1 with keep-alive, so a gateway can pool connections).
+    an echo of any other path and method (HEAD: its headers only; HTTP/1.1 with keep-alive, so a
+    gateway can pool connections).
 
     ``TCP_NODELAY`` is set and a whole answer goes out in one write: with Nagle on, a body written
     after its headers waits for the client's delayed ACK of the headers (about 40 ms on Linux)."""
@@ -149,7 +150,14 @@ class Handler(BaseHTTPRequestHandler):
         out = {"method": self.command, "path": self.path, "body": body, "replica": Model.name}
         self._reply(200, json.dumps(out).encode())
 
-    do_PUT = do_DELETE = do_PATCH = _echo  # noqa: N815
+    do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _echo  # noqa: N815
+
+    def do_HEAD(self) -> None:  # noqa: N802
+        """The echo's status and headers without its body (every method the gateway passes on is answered)."""
+        out = {"method": self.command, "path": self.path, "body": "", "replica": Model.name}
+        length = len(json.dumps(out).encode())
+        headers = [("Content-Type", "application/json"), ("Content-Length", str(length))]
+        self._send(200, [*headers, ("X-Replica", Model.name)])
 
     def log_message(self, *args: object) -> None:
         pass

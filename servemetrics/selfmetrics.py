@@ -1,7 +1,10 @@
-"""The service's own metrics (exposed at ``/metrics`` with ``prometheus_client``).
+"""The service's own metrics (exposed at ``/service/metrics`` with ``prometheus_client``).
 
 One ``SelfMetrics`` per service instance, each with its own ``CollectorRegistry`` (no global state, so
-several apps can live in one process, as tests do).
+several apps can live in one process, as tests do). ``registry`` holds every label, tenant ones too
+(``TENANT_LABELS``: which model, deployment, replica, target URL or organization a value is about);
+``public`` is the view served without a key: the same families with those labels summed away
+(``TenantFree``), so ``servemetrics_target_up`` there counts the targets up.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 SCRAPE_TARGET_LABELS = ["model_id", "deployment_id", "replica", "target"]
+TENANT_LABELS = frozenset({*SCRAPE_TARGET_LABELS, "organization"})
+"""Labels that name a tenant's model, deployment, replica, target URL or organization."""
 
 REMOTE_WRITE_METRICS: dict[str, tuple[str, str, str]] = {
     "queue_samples": (
@@ -49,12 +54,36 @@ class _RemoteWriteCollector(Collector):
             yield family(name, help_text, value=float(values.get(key, 0.0)))
 
 
+class TenantFree(Collector):
+    """The families of ``registry`` without ``TENANT_LABELS``: samples left with the same name and
+    labels are summed (a ``_created`` sample, a timestamp, takes the earliest)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self._registry = registry
+
+    def collect(self) -> Iterator[Metric]:
+        """Each family of the registry, its samples merged as the class docstring says."""
+        for family in self._registry.collect():
+            merged: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+            for s in family.samples:
+                key = (s.name, tuple((k, v) for k, v in s.labels.items() if k not in TENANT_LABELS))
+                seen = merged.get(key)
+                created = s.name.endswith("_created")
+                merged[key] = s.value if seen is None else min(seen, s.value) if created else seen + s.value
+            out = Metric(family.name, family.documentation, family.type, family.unit)
+            for (name, labels), value in merged.items():
+                out.add_sample(name, dict(labels), value)
+            yield out
+
+
 class SelfMetrics:
     """Counters and histograms about scraping, ingest and queries.
 
     Attributes:
-        registry: the ``CollectorRegistry`` to expose.
-        scrape_duration: histogram of scrape durations in seconds, by ``deployment_id``.
+        registry: the ``CollectorRegistry`` of every series, tenant labels included.
+        public: the registry served without a key: ``registry`` through ``TenantFree``.
+        scrape_duration: histogram of scrape durations in seconds, by ``target_source`` (``gateway``:
+            the gateway's own series, read in-process; ``registry``: a target of the registry).
         scrapes: counter of scrapes by ``result`` (``ok`` / ``error``).
         scrape_duplicates: counter of duplicate samples dropped within one scrape, by ``target``.
         samples_appended: counter of samples newly stored, by ``path`` (scrape / remote_write / import).
@@ -69,11 +98,13 @@ class SelfMetrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self.public = CollectorRegistry(auto_describe=False)
+        self.public.register(TenantFree(self.registry))
         r = self.registry
         self.scrape_duration = Histogram(
             "servemetrics_scrape_duration_seconds",
             "Duration of one scrape (request, parse, adapt, store).",
-            ["deployment_id"],
+            ["target_source"],
             registry=r,
             buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
         )

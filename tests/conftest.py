@@ -23,9 +23,16 @@ def shared_dir() -> Path:
     return SHARED
 
 
+PLATFORM_UNIT_HINTS = ("CELSIUS",)
+"""Unit hints we serve beyond the spec's ``ModelMetricUnitHintV1`` enum: the platform's SDK (PyPI
+``baseten`` 0.13.1) has ``CELSIUS`` (GPU temperature, issue 14), which the spec's enum predates."""
+
+
 def schema_validator(schema_name: str) -> jsonschema.Draft202012Validator:
-    """A validator for ``components.schemas[schema_name]`` of the spec's OpenAPI document."""
+    """A validator for ``components.schemas[schema_name]`` of the spec's OpenAPI document, its unit hint
+    enum widened by ``PLATFORM_UNIT_HINTS`` (every other schema as the spec has it)."""
     doc = json.loads(OPENAPI.read_text())
+    doc["components"]["schemas"]["ModelMetricUnitHintV1"]["enum"] += PLATFORM_UNIT_HINTS
     schema = {"$ref": f"#/components/schemas/{schema_name}", "components": doc["components"]}
     return jsonschema.Draft202012Validator(schema)
 

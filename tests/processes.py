@@ -50,24 +50,25 @@ def wait_until(ok: Callable[[], bool], what: str, deadline_s: float = 60.0) -> N
         time.sleep(0.05)
 
 
-def scrapes_done(base: str, deployment_id: str | None = None) -> float:
-    """Scrapes the service at ``base`` has completed, from its own ``/metrics``: of every target, or
-    only of the targets of ``deployment_id`` (``""``: targets without one, such as ``/gateway/metrics``)."""
-    text = httpx.get(f"{base}/metrics", timeout=10).text
+def scrapes_done(base: str, source: str | None = None) -> float:
+    """Scrapes the service at ``base`` has completed, from its own ``/service/metrics``: of every target,
+    or only of ``source``'s (``"gateway"``: the gateway's own series; ``"registry"``: the registry's
+    targets)."""
+    text = httpx.get(f"{base}/service/metrics", timeout=10).text
     return sum(
         s.value
         for f in text_string_to_metric_families(text)
         for s in f.samples
         if s.name == "servemetrics_scrape_duration_seconds_count"
-        and (deployment_id is None or s.labels.get("deployment_id") == deployment_id)
+        and (source is None or s.labels.get("target_source") == source)
     )
 
 
-def wait_for_scrapes(base: str, n: int = 2, deployment_id: str | None = None) -> None:
-    """Wait until ``n`` more scrapes (of ``deployment_id``'s targets, see ``scrapes_done``) completed: the
-    last of them started after this call, so what the targets showed before it is in the store."""
-    done = scrapes_done(base, deployment_id)
-    wait_until(lambda: scrapes_done(base, deployment_id) >= done + n, f"{n} more scrapes")
+def wait_for_scrapes(base: str, n: int = 2, source: str | None = None) -> None:
+    """Wait until ``n`` more scrapes (of ``source``'s targets, see ``scrapes_done``) completed: the last
+    of them started after this call, so what the targets showed before it is in the store."""
+    done = scrapes_done(base, source)
+    wait_until(lambda: scrapes_done(base, source) >= done + n, f"{n} more scrapes")
 
 
 def start(args: list[str], log: Path) -> subprocess.Popen[bytes]:

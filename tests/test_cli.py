@@ -27,9 +27,11 @@ models:
 
 @pytest.fixture
 def served(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
-    """Calls of ``uvicorn.run`` (the server is never started)."""
+    """Calls of ``uvicorn.run`` (the server is never started; nor is this process's heap frozen, which
+    would keep every object alive now until the session ends)."""
     calls: list[dict] = []
     monkeypatch.setattr("uvicorn.run", lambda app, **kw: calls.append(kw))
+    monkeypatch.setattr(cli, "freeze_startup_heap", lambda: None)
     return calls
 
 

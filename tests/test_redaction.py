@@ -72,7 +72,9 @@ def test_a_read_key_sees_no_password_in_trainer_or_replica_targets(client: TestC
         {"url": "http://dcgmuser:***@127.0.0.1:9/metrics", "kind": "dcgm"}
     ]
     one = client.get("/v1/loops/deployments/t1", headers=auth)
-    assert one.json()["nodes"][0]["targets"][0]["url"] == "http://dcgmuser:***@127.0.0.1:9/metrics"
+    assert (
+        one.json()["deployment"]["nodes"][0]["targets"][0]["url"] == "http://dcgmuser:***@127.0.0.1:9/metrics"
+    )
     replicas = client.get("/v1/models/m1/deployments/d1/replicas", headers=auth)
     assert replicas.status_code == 200
     assert replicas.json()["replicas"][0]["targets"] == ["http://scrapeuser:***@127.0.0.1:9/metrics"]

@@ -135,12 +135,19 @@ def authenticate(
 ) -> KeyInfo:
     """The caller's key: the one ``BodyGuard`` already checked when it did, else ``check_key`` (401 when
     the header is missing, malformed or names no stored key, 429 when the client address is over the
-    failed-authentication limit)."""
+    failed-authentication limit); then counted against the management API's limit of the key on the
+    matched route (``api_limit.ApiRateLimiter.check``: 429 with ``retry_after`` over it), before the
+    route does any work. FastAPI caches it: one count per request."""
     checked = getattr(request.state, KEY_STATE, None)
     if checked is not None and authorization is not None and checked[0] == parse_authorization(authorization):
         key: KeyInfo = checked[1]
-        return key
-    return check_key(service, request.client, authorization)
+    else:
+        key = check_key(service, request.client, authorization)
+    route = request.scope.get("route")  # the matched APIRoute; its path is the whole template, as
+    template = getattr(route, "path", None)  # app.py includes every router without a prefix of its own
+    if isinstance(template, str):
+        service.api_limiter.check(key.id, request.method, template)
+    return key
 
 
 Auth = Annotated[KeyInfo, Depends(authenticate)]

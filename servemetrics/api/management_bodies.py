@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator
 
 from servemetrics.registry.ids import check_id
-from servemetrics.registry.records import AUTOSCALING_RANGES, MAX_SETTING
+from servemetrics.registry.records import AUTOSCALING_RANGES, MAX_SETTING, NULLABLE_AUTOSCALING
 
 
 class _Body(BaseModel):
@@ -20,13 +20,14 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
-def in_range(low: int, high: int) -> PlainValidator:
+def in_range(low: int, high: int, nullable: bool = False) -> PlainValidator:
     """Validator of an int from ``low`` to ``high`` (no bools, floats or strings), failing with the range
-    (use as ``Annotated[int, in_range(low, high)]``)."""
+    (use as ``Annotated[int, in_range(low, high)]``; ``nullable``: the message says null is allowed too)."""
+    null = " or null" if nullable else ""
 
     def check(value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ValueError(f"must be an integer {low}..{high}, not {value!r}")
+            raise ValueError(f"must be an integer {low}..{high}{null}, not {value!r}")
         return value
 
     return PlainValidator(check, json_schema_input_type=int)
@@ -42,6 +43,7 @@ AutoscalingWindow = Annotated[int, in_range(*_AS["autoscaling_window"])]
 ScaleDownDelay = Annotated[int, in_range(*_AS["scale_down_delay"])]
 ConcurrencyTarget = Annotated[int, in_range(*_AS["concurrency_target"])]
 UtilizationPercent = Annotated[int, in_range(*_AS["target_utilization_percentage"])]
+InFlightTokens = Annotated[int, in_range(*_AS["target_in_flight_tokens"], nullable=True)]
 
 
 class AutoscalingUpdate(_Body):
@@ -53,6 +55,16 @@ class AutoscalingUpdate(_Body):
     scale_down_delay: ScaleDownDelay | None = None
     concurrency_target: ConcurrencyTarget | None = None
     target_utilization_percentage: UtilizationPercent | None = None
+    target_in_flight_tokens: InFlightTokens | None = None
+    """Tokens per replica (platform-facts §4, "early access"): set, desired replicas follow in-flight
+    tokens instead of concurrency; an explicit null unsets it (docs/gateway.md "Desired replicas")."""
+
+    def changes(self) -> dict[str, Any]:
+        """The fields passed, without nulls, except an explicit null of a nullable field (it unsets)."""
+        out: dict[str, Any] = self.model_dump(exclude_none=True)
+        for name in NULLABLE_AUTOSCALING & self.model_fields_set:
+            out[name] = getattr(self, name)
+        return out
 
 
 class RollingDeployConfig(_Body):
@@ -108,7 +120,10 @@ class EnvironmentUpdate(_Body):
 
 
 def settings(body: BaseModel | None) -> dict[str, Any] | None:
-    """The fields the client passed (nested ones too), without the nulls."""
+    """The fields the client passed (nested ones too), without the nulls (autoscaling settings keep an
+    explicit null of a nullable field: ``AutoscalingUpdate.changes``)."""
+    if isinstance(body, AutoscalingUpdate):
+        return body.changes()
     return None if body is None else body.model_dump(exclude_none=True)
 
 

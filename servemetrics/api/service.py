@@ -2,10 +2,11 @@
 
 Wiring happens here, in ``api/app.py`` and in ``cli.py`` only (STYLE: config is read at the edge and
 passed down). ``open_service`` opens the registry (applying the YAML's static declarations), the sample
-store and the service's own metrics, starts the gateway (docs/gateway.md), whose ``/gateway/metrics`` the
-scraper reads like any target, the scraper over the registry's targets (refreshed every
-``TARGET_REFRESH_S``) and the retention loop. Leaving the ``async with`` stops them in the reverse order.
-It needs no FastAPI: ``create_app`` only keeps the ``Service`` in ``app.state.service``.
+store and the service's own metrics, starts the gateway (docs/gateway.md), whose series the scraper
+reads in-process like a target's (``GATEWAY_TARGET_URL`` through ``ExpositionTransport``), the scraper
+over the registry's targets (refreshed every ``TARGET_REFRESH_S``) and the retention loop. Leaving the
+``async with`` stops them in the reverse order. It needs no FastAPI: ``create_app`` only keeps the
+``Service`` in ``app.state.service``.
 """
 
 from __future__ import annotations
@@ -22,11 +23,17 @@ from typing import Any
 import httpx
 from anyio import CapacityLimiter
 
+from servemetrics.api import api_limit
+from servemetrics.api.api_limit import ApiRateLimiter
 from servemetrics.api.auth_limit import FailedAuthLimiter, unlimited
+from servemetrics.api.export_limit import ExportRateLimit
+from servemetrics.api.export_view import SnapshotCache
 from servemetrics.api.ingest_pool import IngestPool
 from servemetrics.api.series_limit import ActiveSeries
 from servemetrics.config import Config, apply_config, egress_of, engine_options, key_pepper
 from servemetrics.gateway import Gateway, GatewayOptions
+from servemetrics.gateway.gateway import InFlightTokens
+from servemetrics.gateway.metrics import ExpositionTransport
 from servemetrics.gateway.queued import QueuedOptions, QueuedRequests
 from servemetrics.gateway.queued_store import QueuedStore
 from servemetrics.ingest.scrape_limits import ScrapeLimits
@@ -34,6 +41,9 @@ from servemetrics.ingest.scraper import Scraper, Target
 from servemetrics.ingest.targets import targets_from_registry
 from servemetrics.netpolicy import Egress, guarded_client
 from servemetrics.query.engines import EngineCache
+from servemetrics.query.execute import execute
+from servemetrics.query.plan import build_plan
+from servemetrics.query.windows import Mode
 from servemetrics.registry import Registry
 from servemetrics.samples import SampleBatch
 from servemetrics.selfmetrics import SelfMetrics
@@ -41,9 +51,14 @@ from servemetrics.store import Store, open_store
 from servemetrics.store.base import SelfMonitored
 from servemetrics.timeutil import wall_clock_ms
 
+IN_FLIGHT_TOKENS = "baseten_llm_in_flight_tokens"
+
 log = logging.getLogger(__name__)
 TARGET_REFRESH_S = 30.0
 RETENTION_EVERY_S = 3600.0
+IMPORT_SPOOL = ("import-spool-", ".om")
+"""Prefix and suffix of the file in ``data_dir`` that ``POST /v1/import`` spools its body to; one left
+by a killed service is removed at the next start (``remove_import_spools``)."""
 Clock = Callable[[], int]
 """Epoch-ms clock: "now" for every query default and for retention (tests pin it)."""
 Loop = Coroutine[Any, Any, None]
@@ -65,10 +80,14 @@ class Service:
         egress: the network policies of tenant-supplied URLs (``config.egress_of``).
         auth_limiter: failed-authentication limiting per client address (``auth_rate_limit``; by
             default none).
+        api_limiter: the management API's limits per key and endpoint (``api_rate_limit``; by default
+            none).
         series_limit: active series per organization (``limits.series_per_organization``; by default
             none): every ingest path passes its batches through ``series_limit.admit``.
         ingest: the worker threads and queue of pushed bodies (config ``ingest``).
         engines: engine detection per model, cached (``query.engines``; ``GET .../engines``).
+        export_limit: ``GET /metrics`` requests per organization per minute (platform-facts §2).
+        exports: the export's snapshot per organization (``api/export_view.SnapshotCache``).
     """
 
     config: Config
@@ -81,9 +100,12 @@ class Service:
     queued: QueuedRequests | None = None
     egress: Egress | None = None
     auth_limiter: FailedAuthLimiter = field(default_factory=unlimited)
+    api_limiter: ApiRateLimiter = field(default_factory=api_limit.unlimited)
     series_limit: ActiveSeries = field(default_factory=lambda: ActiveSeries(0, lambda _: None, wall_clock_ms))
     ingest: IngestPool = field(default_factory=lambda: IngestPool(2, 4, 5.0))
     engines: EngineCache = field(default_factory=EngineCache)
+    export_limit: ExportRateLimit = field(default_factory=lambda: ExportRateLimit(wall_clock_ms))
+    exports: SnapshotCache = field(default_factory=lambda: SnapshotCache(wall_clock_ms))
 
     def append(self, batch: SampleBatch) -> int:
         """Store ``batch`` without the series the active-series limit refuses; the samples stored."""
@@ -96,11 +118,14 @@ def _org_of(registry: Registry, model_id: str) -> str | None:
     return None if model is None else model.organization_name
 
 
-def gateway_target(config: Config) -> Target:
-    """The gateway's ``/gateway/metrics`` on this service's own address, with no registry labels: its
-    series carry their own ``model_id``, ``deployment_id``, ``environment`` ... (``adapt`` keeps them)."""
-    host = {"0.0.0.0": "127.0.0.1", "::": "[::1]", "": "127.0.0.1"}.get(config.host, config.host)
-    return Target(f"http://{host}:{config.port}/gateway/metrics", ())
+GATEWAY_TARGET_URL = "http://gateway.in-process/gateway/metrics"
+"""The gateway's target: answered in-process (``ExpositionTransport``), never over the network."""
+
+
+def gateway_target() -> Target:
+    """The gateway's own series as a target with no registry labels: its series carry their own
+    ``model_id``, ``deployment_id``, ``environment`` ... (``adapt`` keeps them)."""
+    return Target(GATEWAY_TARGET_URL, ())
 
 
 def scrape_targets(registry: Registry, extra: tuple[Target, ...] = ()) -> list[Target]:
@@ -110,10 +135,16 @@ def scrape_targets(registry: Registry, extra: tuple[Target, ...] = ()) -> list[T
 
 
 def _scrape_client(
-    egress: Egress, trusted: httpx.AsyncClient, checked: httpx.AsyncClient, target: Target
+    egress: Egress,
+    trusted: httpx.AsyncClient,
+    checked: httpx.AsyncClient,
+    in_process: httpx.AsyncClient | None,
+    target: Target,
 ) -> httpx.AsyncClient:
-    """``checked`` for a target the config file does not declare (``Egress.for_target``), else
-    ``trusted``; the gateway's own ``/gateway/metrics`` (no ``deployment_id``) is trusted."""
+    """``in_process`` (the gateway's ``ExpositionTransport``) for ``GATEWAY_TARGET_URL``, ``checked`` for
+    a target the config file does not declare (``Egress.for_target``), else ``trusted``."""
+    if in_process is not None and target.url == GATEWAY_TARGET_URL:
+        return in_process
     deployment_id = target.label_dict.get("deployment_id")
     if deployment_id is None or egress.for_target(deployment_id, target.url) is None:
         return trusted
@@ -123,7 +154,7 @@ def _scrape_client(
 async def _refresh_targets(service: Service, scraper: Scraper) -> None:
     while True:
         try:
-            extra = (gateway_target(service.config),) if service.gateway is not None else ()
+            extra = (gateway_target(),) if service.gateway is not None else ()
             scraper.set_targets(await asyncio.to_thread(scrape_targets, service.registry, extra))
         except Exception:
             log.exception("refreshing scrape targets failed; keeping the previous ones")
@@ -150,10 +181,12 @@ async def running_gateway(
     options: GatewayOptions | None = None,
     queued_options: QueuedOptions | None = None,
     egress: Egress | None = None,
+    in_flight_tokens: InFlightTokens | None = None,
 ) -> AsyncIterator[tuple[Gateway, QueuedRequests]]:
     """The gateway over ``registry`` (``GatewayOptions()`` by default; ``egress``: the network policies,
-    None: none) and its queued requests, started; stopped at exit (queued requests first)."""
-    gateway = Gateway(registry, clock, options or GatewayOptions(), egress)
+    None: none; ``in_flight_tokens``: the reader of deployments' in-flight tokens, None: none) and its
+    queued requests, started; stopped at exit (queued requests first)."""
+    gateway = Gateway(registry, clock, options or GatewayOptions(), egress, in_flight_tokens)
     queued = QueuedRequests(gateway, QueuedStore(registry.engine), queued_options)
     await gateway.start()
     try:
@@ -164,6 +197,34 @@ async def running_gateway(
             await queued.stop()
     finally:
         await gateway.stop()
+
+
+def in_flight_tokens_reader(store: Store, clock: Clock) -> InFlightTokens:
+    """``(model_id, deployment_id)`` -> the deployment's ``baseten_llm_in_flight_tokens`` as the metrics API
+    answers it in CURRENT mode (each series' latest sample within 5 minutes, one source per replica,
+    summed), None when it has no series: the load of ``desired_replicas`` on tokens (docs/gateway.md)."""
+
+    def read(model_id: str, deployment_id: str) -> float | None:
+        now = clock()
+        one = frozenset({deployment_id})
+        plan = build_plan(
+            model_id, Mode.CURRENT, None, None, [IN_FLIGHT_TOKENS], lambda s, _e: [(s, one)], now
+        )
+        result = execute(plan, store)
+        return result.rows[0].values[0][0] if result.descriptors else None
+
+    return read
+
+
+def remove_import_spools(data_dir: Path) -> int:
+    """Delete the import spool files (``IMPORT_SPOOL``) in ``data_dir``, left by imports a crash or
+    ``kill -9`` cut short; returns how many. Called at start once the store is open: its lock (the
+    DuckDB file's, or the remote_write buffer's) means no other service is importing into ``data_dir``."""
+    prefix, suffix = IMPORT_SPOOL
+    spools = list(data_dir.glob(f"{prefix}*{suffix}"))
+    for path in spools:
+        path.unlink(missing_ok=True)
+    return len(spools)
 
 
 def _store_for(config: Config, store: Store | None) -> Store:
@@ -184,19 +245,24 @@ async def _tasks(*coroutines: Loop) -> AsyncIterator[None]:
 
 
 async def _scraper(stack: AsyncExitStack, service: Service) -> Scraper:
-    """The scraper of ``service`` with its HTTP clients (a trusted one and one the ``egress`` targets
-    policy checks), stopped and closed by ``stack``."""
+    """The scraper of ``service`` with its HTTP clients (a trusted one, one the ``egress`` targets
+    policy checks, and the gateway's in-process one), stopped and closed by ``stack``."""
     config, egress = service.config, service.egress
     assert egress is not None
     client = await stack.enter_async_context(httpx.AsyncClient())
     checked = await stack.enter_async_context(guarded_client(egress.targets))
+    gateway = service.gateway
+    in_process = None
+    if gateway is not None:
+        transport = ExpositionTransport(gateway.metrics.exposition)
+        in_process = await stack.enter_async_context(httpx.AsyncClient(transport=transport))
     scraper = Scraper(
         client,
         service.append,
         config.scrape_interval,
         config.scrape_timeout,
         service.metrics,
-        client_of=functools.partial(_scrape_client, egress, client, checked),
+        client_of=functools.partial(_scrape_client, egress, client, checked, in_process),
         limits=ScrapeLimits(**config.scrape_limits()),
         limiter=CapacityLimiter(config.ingest.workers),
     )
@@ -205,10 +271,12 @@ async def _scraper(stack: AsyncExitStack, service: Service) -> Scraper:
 
 
 def _limited(service: Service) -> Service:
-    """``service`` with the limits its config sets: failed authentications, active series, ingest."""
+    """``service`` with the limits its config sets (failed authentications, the management API's per-key
+    limits, active series, ingest) and the export's rate limit and snapshots on its clock."""
     config, clock = service.config, service.clock
     limit = config.auth_rate_limit
     service.auth_limiter = FailedAuthLimiter(limit.failures, round(limit.window * 1000), clock)
+    service.api_limiter = ApiRateLimiter(**config.api_rate_limit.model_dump(), clock=clock)
     service.series_limit = ActiveSeries(
         config.limits.series_per_organization,
         functools.partial(_org_of, service.registry),
@@ -217,6 +285,7 @@ def _limited(service: Service) -> Service:
     )
     pushed = config.ingest
     service.ingest = IngestPool(pushed.workers, pushed.queue, pushed.retry_after, service.metrics)
+    service.export_limit, service.exports = ExportRateLimit(clock), SnapshotCache(clock)
     return service
 
 
@@ -250,12 +319,20 @@ async def open_service(
         apply_config(config, registry)
         opened = _store_for(config, store)
         stack.callback(opened.close)
+        remove_import_spools(Path(config.data_dir))  # after the store's lock kept off a second service
         service = _limited(Service(config, registry, opened, SelfMetrics(), clock, egress=egress_of(config)))
         if isinstance(opened, SelfMonitored):  # an engine store: queue, sent, failed, retries
             service.metrics.watch_remote_write(opened.remote_write_stats)
         if gateway:
             service.gateway, service.queued = await stack.enter_async_context(
-                running_gateway(registry, clock, gateway_options, queued_options, service.egress)
+                running_gateway(
+                    registry,
+                    clock,
+                    gateway_options,
+                    queued_options,
+                    service.egress,
+                    in_flight_tokens_reader(opened, clock),
+                )
             )
         loops: list[Loop] = [_retention(service)]
         if scrape:

@@ -28,9 +28,8 @@ MARKERS: dict[str, tuple[str, ...]] = {
     "sglang": ("sglang:num_running_reqs", "sglang:generation_tokens_total"),
     "triton": ("nv_inference_request_success", "nv_trt_llm_request_metrics"),
     "bis_llm": (
-        "baseten_llm_output_tokens_total",
-        "baseten_llm_num_requests",
         "baseten_llm_in_flight_tokens",
+        "baseten_llm_avg_in_flight_tokens",
     ),
 }
 """Engine -> stored series names any of which, held for a deployment, means it runs the engine.
@@ -40,7 +39,9 @@ vLLM exports ``num_requests_running`` and ``generation_tokens_total`` from V0 th
 (exporters.md §2: a server started without ``--enable-metrics`` exports neither); Triton core counts
 ``nv_inference_request_success`` per model and the TensorRT-LLM backend exports
 ``nv_trt_llm_request_metrics`` (exporters.md §6; ``ingest.adapters.engines.MARKERS`` stores just these
-two); the ``baseten_llm_*`` names are platform-facts.md §1's table. Two or three names per engine keep a
+two); the ``baseten_llm_*`` names are platform-facts.md §1's table, only those no engine series is
+adapted to (``ingest.adapters.llm.NOT_DERIVED``: a vLLM or SGLang replica also holds ``baseten_llm_*``
+series adapted from its own, which must not make it BIS-LLM-style). Two or three names per engine keep a
 refresh to a few index lookups (``Store.label_values``)."""
 
 APPLIES_TO: dict[str, tuple[str, ...]] = {

@@ -4,8 +4,8 @@ dashboard group and, for the few a user looks at first, shown by default.
 Groups (``MetricDef.group``, metrics-dashboard.md "vLLM and SGLang metrics", issue 13 part 5): the
 engines' own graphs (vLLM, SGLang) are the "Engine" group; the metrics derived from them (token
 throughput, decode tokens/s with mean / median / p1, prefix-cache hit rate, spec-decode acceptance) are
-the "LLM" group, where the ``baseten_llm_*`` rows go too. Either group's graphs appear only for a
-deployment where the engine is detected (``catalog.detection``).
+the "LLM" group, with the ``baseten_llm_*`` rows (``catalog.llm``) first. Either group's graphs appear
+only for a deployment where the engine is detected (``catalog.detection``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from servemetrics.catalog.engines import DERIVED, SGLANG, VLLM
+from servemetrics.catalog.llm import LLM_ROWS
 from servemetrics.catalog.model import MetricDef
 
 ENGINE_GROUP = "Engine"
@@ -49,6 +50,9 @@ def _grouped(rows: tuple[MetricDef, ...], group: str) -> tuple[MetricDef, ...]:
     return tuple(replace(m, group=group, default_visible=m.name in SHOWN) for m in rows)
 
 
-ENGINE_ROWS: tuple[MetricDef, ...] = _grouped(VLLM + SGLANG, ENGINE_GROUP) + _grouped(DERIVED, LLM_GROUP)
-"""Every engine row, in panel order (after the platform's rows in ``CATALOG``): the Engine group, then
-the LLM group."""
+ENGINE_ROWS: tuple[MetricDef, ...] = _grouped(VLLM + SGLANG, ENGINE_GROUP) + _grouped(
+    LLM_ROWS + DERIVED, LLM_GROUP
+)
+"""Every engine and LLM row, in panel order (after the platform's rows in ``CATALOG``): the Engine group,
+then the LLM group (the ``baseten_llm_*`` set of ``catalog.llm``, every graph of it hidden by default,
+then the token speeds derived from the engines' own histograms)."""

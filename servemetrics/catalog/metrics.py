@@ -111,7 +111,8 @@ _ROWS: tuple[MetricDef, ...] = (
         Kind.GAUGE,
         Unit.COUNT,
         _SUM,
-        "Replicas the autoscaling settings ask for at the current concurrency (docs/gateway.md).",
+        "Replicas the autoscaling settings ask for at the current concurrency (in-flight tokens when "
+        "target_in_flight_tokens is set; docs/gateway.md).",
         scope=_DEP,
         panel="Replicas",
         legend="Desired",
@@ -179,10 +180,9 @@ _ROWS: tuple[MetricDef, ...] = (
     MetricDef(
         "baseten_gpu_temperature_celsius",
         Kind.GAUGE,
-        Unit.COUNT,
+        Unit.CELSIUS,
         _MEAN,
-        "GPU temperature in degrees Celsius (unit hint COUNT: the spec has no temperature unit), "
-        "mean across GPUs.",
+        "GPU temperature in degrees Celsius (unit hint CELSIUS, the platform SDK's), mean across GPUs.",
         panel="GPU temperature",
         default_visible=True,
     ),
@@ -261,8 +261,8 @@ _ROWS: tuple[MetricDef, ...] = (
 
 CATALOG: dict[str, MetricDef] = {m.name: m for m in _ROWS + ENGINE_ROWS}
 """Canonical metric name -> definition, in the catalog's order: the dashboard's panel order (the spec
-page's graphs first, in the page's order; then graphs hidden by default, the engines' last:
-``catalog.engines``)."""
+page's graphs first, in the page's order; then the Engine group (``catalog.engines``) and the LLM group
+(``catalog.llm`` and the engines' derived token speeds), grouped and shown by ``catalog.engine_rows``)."""
 
 DEFAULT_METRICS: tuple[str, ...] = (
     "baseten_replicas_active",

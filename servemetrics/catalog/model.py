@@ -1,7 +1,8 @@
 """The shape of one catalog entry (``MetricDef``) and the enums it uses.
 
 Kinds and unit hints are the spec's enums (``ModelMetricKindV1``, ``ModelMetricUnitHintV1`` in
-``metrics-api.openapi.json``).
+``metrics-api.openapi.json``), the unit hints with the platform's later ``CELSIUS`` (its SDK's
+``ModelMetricUnitHintV1``, PyPI ``baseten`` 0.13.1, issue 14), which the spec's enum predates.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ class Kind(StrEnum):
 
 
 class Unit(StrEnum):
-    """Advisory unit of the values the API returns (spec ``ModelMetricUnitHintV1``)."""
+    """Advisory unit of the values the API returns (spec ``ModelMetricUnitHintV1``; ``CELSIUS``, degrees
+    Celsius, from the platform's SDK enum: the spec's has no temperature unit). The SDK's ``WATTS`` is
+    not here: no catalog metric is a power."""
 
     PER_SECOND = "PER_SECOND"
     SECONDS = "SECONDS"
@@ -27,6 +30,7 @@ class Unit(StrEnum):
     MEBIBYTES = "MEBIBYTES"
     COUNT = "COUNT"
     RATIO = "RATIO"
+    CELSIUS = "CELSIUS"
 
 
 class Aggregation(StrEnum):

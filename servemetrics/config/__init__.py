@@ -8,7 +8,9 @@ Keys (defaults in brackets; docs/configuration.md has an example of each): ``lis
 ``models``, ``loops``
 (trainer deployments, docs/loops.md), ``network`` (where tenant-supplied URLs may lead, docs/security.md),
 ``limits`` (request body sizes, samples per push request, active series per organization),
-``auth_rate_limit`` [failures: 30, window: 60s], ``ingest`` [workers: 2, queue: 4, retry_after: 5s],
+``auth_rate_limit`` [failures: 30, window: 60s],
+``api_rate_limit`` [per_second: 100, activate_per_minute: 20, retry_per_minute: 10],
+``ingest`` [workers: 2, queue: 4, retry_after: 5s],
 ``server`` [header_timeout: 10s, keep_alive_timeout: 5s, limit_concurrency: 2048] and
 ``key_pepper_file`` (or ``$SERVEMETRICS_KEY_PEPPER``).
 Durations are seconds (``15``) or a number with a unit ``ms s m h d`` (``15s``, ``15d``) and are held as

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from servemetrics.config.operations import (
+    ApiRateLimitConfig,
     AuthRateLimitConfig,
     IngestConfig,
     LimitsConfig,
@@ -350,6 +351,7 @@ class Config(Strict):
     network: NetworkConfig = NetworkConfig()
     limits: LimitsConfig = LimitsConfig()
     auth_rate_limit: AuthRateLimitConfig = AuthRateLimitConfig()
+    api_rate_limit: ApiRateLimitConfig = ApiRateLimitConfig()
     ingest: IngestConfig = IngestConfig()
     server: ServerConfig = ServerConfig()
     key_pepper_file: Path | None = None

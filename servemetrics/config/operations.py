@@ -1,6 +1,6 @@
 """The operator's policies and limits of the config file: ``network``, ``limits``, ``auth_rate_limit``,
-``ingest`` and ``server`` (docs/configuration.md, docs/security.md). Sizes are bytes, durations float
-seconds."""
+``api_rate_limit``, ``ingest`` and ``server`` (docs/configuration.md, docs/security.md). Sizes are bytes,
+durations float seconds."""
 
 from __future__ import annotations
 
@@ -12,6 +12,8 @@ from servemetrics.config.validators import AllowEntry, Duration, Strict, bounded
 
 MiB = 1 << 20
 """Bytes in a MiB (the ``limits`` defaults)."""
+MAX_API_RATE = 10_000
+"""The highest ``api_rate_limit`` value (each counted request is remembered for its window)."""
 
 
 class NetworkConfig(Strict):
@@ -44,6 +46,18 @@ class AuthRateLimitConfig(Strict):
 
     failures: int = Field(default=30, ge=0, le=1_000_000)
     window: Annotated[Duration, bounded((1.0, "1s"), (86400.0, "1d"))] = 60.0
+
+
+class ApiRateLimitConfig(Strict):
+    """The management API's limits per API key and endpoint (platform-facts §4, docs/security.md):
+    ``per_second`` requests per second of every ``/v1/*`` management route, ``activate_per_minute`` per
+    minute of ``POST …/deployments/{deployment_id}/activate`` and of ``/deactivate``,
+    ``retry_per_minute`` of ``POST …/deployments/{deployment_id}/retry``. Over one, a 429 with
+    ``retry_after``. 0 turns that limit off."""
+
+    per_second: int = Field(default=100, ge=0, le=MAX_API_RATE)
+    activate_per_minute: int = Field(default=20, ge=0, le=MAX_API_RATE)
+    retry_per_minute: int = Field(default=10, ge=0, le=MAX_API_RATE)
 
 
 class IngestConfig(Strict):

@@ -1,9 +1,11 @@
 """The demo's load: Poisson arrivals through the gateway, and a local receiver for async webhooks.
 
 Each arrival picks a request kind (weights in ``MIX``): valid predictions with small, medium or large
-prompts (about 60 B, 1 KB, 16 KB) and 8, 32 or 64 tokens; malformed bodies (not JSON, no prompt, too many
-tokens: the replica answers 400); model faults (``"fault": true``: the replica answers 500); and, when the
-service has the ``async_predict`` route, async requests whose webhook points at ``WebhookReceiver``.
+prompts (about 60 B, 1 KB, 16 KB) and 8, 32 or 64 tokens, a ``REPEAT`` share of them one of
+``REPEATED`` fixed prompts of their size (so the replicas' prefix caches get hits); malformed bodies
+(not JSON, no prompt, too many tokens: the replica answers 400); model faults (``"fault": true``: the
+replica answers 500); and, when the service has the ``async_predict`` route, async requests whose
+webhook points at ``WebhookReceiver``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ from servemetrics.demo.model import CORPUS
 
 MIX = {"small": 40, "medium": 22, "large": 8, "malformed": 10, "fault": 6, "async": 14}
 SIZES = {"small": (60, 8), "medium": (1024, 32), "large": (16384, 64)}
+REPEAT = 0.3
+"""Share of the valid prompts that repeat one of the fixed prompts of their size."""
+REPEATED = 4
+"""Fixed prompts per size."""
 MALFORMED: list[bytes] = [
     b"this is not json",
     json.dumps({"text": "no prompt field"}).encode(),
@@ -86,6 +92,7 @@ class LoadGenerator:
         self.webhook = webhook
         self.rng = random.Random(seed)
         self.text = " ".join(Path(CORPUS).read_text().split())
+        self.repeated = {s: [self._new_prompt(s) for _ in range(REPEATED)] for s, _ in SIZES.values()}
         self.client = httpx.Client(headers={"Authorization": f"Api-Key {api_key}"}, timeout=60)
         self.counts: Counter[str] = Counter()
         self._lock = threading.Lock()
@@ -108,6 +115,12 @@ class LoadGenerator:
             self.counts[key] += 1
 
     def _prompt(self, size: int) -> str:
+        """A prompt of ``size`` characters: one of the fixed ones (``REPEAT`` of the time) or a new one."""
+        if self.rng.random() < REPEAT:
+            return self.rng.choice(self.repeated[size])
+        return self._new_prompt(size)
+
+    def _new_prompt(self, size: int) -> str:
         start = self.rng.randrange(len(self.text))
         return ((self.text + " ") * (size // len(self.text) + 2))[start : start + size]
 

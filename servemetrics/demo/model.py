@@ -3,7 +3,8 @@
 The model reads the last ``context`` characters, embeds each one, passes the concatenation through one
 ``tanh`` hidden layer and a softmax over the corpus' characters. Training is minibatch
 Adam for a fixed number of steps (about a second on one core); generation samples one character at a
-time and yields a token (a word plus the space after it) whenever a word ends. No download, no GPU.
+time and yields it: a token is one character, of the prompt (``tokenize``) as of the output. A sampled
+``STOP`` (the end of a sentence) ends the output, as an end-of-sequence token would. No download, no GPU.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pathlib import Path
 import numpy as np
 
 CORPUS = Path(__file__).with_name("corpus.txt")
+STOP = "."
+"""The character that ends a generation (the model's end-of-sequence token: finish reason ``stop``)."""
 
 
 @dataclass(frozen=True)
@@ -90,22 +93,21 @@ class CharModel:
         p = np.exp(logits - logits.max())
         return int(rng.choice(len(p), p=p / p.sum()))
 
+    def tokenize(self, prompt: str) -> str:
+        """The prompt as the model reads it (whitespace runs collapsed to one space): a token a character."""
+        return " ".join(prompt.split())
+
     def generate(self, prompt: str, max_tokens: int, temperature: float = 0.8) -> Iterator[str]:
-        """Yield up to ``max_tokens`` tokens (words with their trailing space) continuing ``prompt``."""
+        """Yield up to ``max_tokens`` tokens (characters) continuing ``prompt``; the last one is ``STOP``
+        when the model ended the sequence (finish reason ``stop``), else there were ``max_tokens``
+        (``length``)."""
         rng = np.random.default_rng()  # per request: a Generator is not thread-safe
         space = self.index.get(" ", 0)
-        ids = [self.index.get(c, space) for c in " ".join(prompt.split())]
+        ids = [self.index.get(c, space) for c in self.tokenize(prompt)]
         context = ([space] * self.size.context + ids)[-self.size.context :]
-        word: list[str] = []
-        emitted = 0
-        for _ in range(max_tokens * 24):  # a word longer than 24 characters ends anyway
+        for _ in range(max_tokens):
             nxt = self._next(context, temperature, rng)
             context = context[1:] + [nxt]
-            word.append(self.chars[nxt])
-            if self.chars[nxt] == " " or len(word) >= 24:
-                yield "".join(word)
-                word, emitted = [], emitted + 1
-                if emitted >= max_tokens:
-                    return
-        if word:
-            yield "".join(word)
+            yield self.chars[nxt]
+            if self.chars[nxt] == STOP:
+                return

@@ -1,7 +1,7 @@
-"""Replay exporters of the demo (``dcgm-replay``, ``vllm-replay``): real exposition text with moving values.
+"""The demo's replay exporter (``dcgm-replay``): real exposition text with moving values.
 
-Each serves ``GET /<replica>/metrics`` (any path ending in ``/metrics``): the fixture file of its kind in
-``replays/`` (real dcgm-exporter and vLLM output, provenance in ``replays/README.md``) with every sample
+It serves ``GET /<replica>/metrics`` (any path ending in ``/metrics``): the fixture file of its kind in
+``replays/`` (real dcgm-exporter output, provenance in ``replays/README.md``) with every sample
 value rewritten for the current time: gauges oscillate around their recorded value (a minute-long wave,
 phase-shifted per path, so replicas differ), counters and histogram series grow from their recorded value
 (scaled, so bucket counts stay ordered). A utilisation gauge recorded as 0 (an idle GPU) oscillates around
@@ -21,7 +21,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 REPLAYS = Path(__file__).with_name("replays")
-FILES = {"dcgm": "dcgm_exporter_k8s_pod_sample.prom", "vllm": "vllm_v1_docs_design_sample.prom"}
+FILES = {"dcgm": "dcgm_exporter_k8s_pod_sample.prom"}
 _SAMPLE = re.compile(r"^(?P<head>(?P<name>[^\s{]+)(?:\{.*\})?)\s+(?P<value>\S+)(?P<tail>\s+\S+)?$")
 _GROWING = {"counter", "histogram", "summary"}
 

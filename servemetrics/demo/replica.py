@@ -1,15 +1,19 @@
-"""A model replica of the demo: trains ``CharModel`` at start-up, then serves it over HTTP.
+"""A model replica of the demo: trains ``CharModel`` at start-up, then serves it over HTTP as an LLM engine.
 
 - ``POST /predict`` takes ``{"prompt": str, "max_tokens": 1-256 (16), "temperature": 0.05-5 (0.8)}`` and
-  streams the generated tokens (chunked ``text/plain``, or ``text/event-stream`` events when the request
-  accepts them), one every ``--token-ms`` ms at least. A body that is not such an object is a 400 naming the
-  problem; ``"fault": true`` makes the model raise (a 500), which the demo's load generator uses to stand
-  for model failures.
-- ``GET /metrics``: ``prometheus_client`` with the process collector (CPU seconds, resident memory) and
-  ``demo_tokens_generated_total`` / ``demo_predictions_total{outcome}``.
+  streams the generated tokens (characters; chunked ``text/plain``, or ``text/event-stream`` events when
+  the request accepts them), one every ``--token-ms`` ms at least. At most ``MAX_NUM_SEQS`` requests
+  generate at once, the others wait (``demo.engine``). A body that is not such an object, or a prompt
+  plus ``max_tokens`` over ``MAX_MODEL_LEN`` tokens, is a 400 naming the problem; ``"fault": true``
+  makes the model raise (a 500, an aborted request), which the demo's load generator uses to stand for
+  model failures.
+- ``GET /metrics``: ``prometheus_client`` with the process collector (CPU seconds, resident memory),
+  ``demo_tokens_generated_total`` / ``demo_predictions_total{outcome}``, and the engine's metrics in
+  vLLM (``--engine vllm``, ``demo.vllm_metrics``) or SGLang format (``--engine sglang``,
+  ``demo.sglang_metrics``).
 - ``GET /health``: 503 while the model trains, then 200.
 
-    python -m servemetrics.demo.replica --port 9301 --size small --token-ms 10 --name d1-r1
+    python -m servemetrics.demo.replica --port 9301 --size small --token-ms 10 --name d1-r1 --engine vllm
 """
 
 from __future__ import annotations
@@ -27,7 +31,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.process_collector import ProcessCollector
 
-from servemetrics.demo.model import LARGE, SMALL, CharModel
+from servemetrics.demo.engine import MAX_MODEL_LEN, Engine, Request
+from servemetrics.demo.model import LARGE, SMALL, STOP, CharModel
+from servemetrics.demo.sglang_metrics import SglangMetrics
+from servemetrics.demo.vllm_metrics import VllmMetrics
 
 REGISTRY = CollectorRegistry()
 ProcessCollector(registry=REGISTRY)
@@ -70,11 +77,12 @@ def parse_request(body: bytes) -> dict[str, Any]:
 
 
 class State:
-    """Set by ``main``: the trained model (None while training), name and per-token delay."""
+    """Set by ``main``: the trained model (None while training), name, per-token delay and engine."""
 
     model: CharModel | None = None
     name = "replica"
     token_s = 0.0
+    engine = Engine()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -112,10 +120,27 @@ class Handler(BaseHTTPRequestHandler):
             return
         try:
             req = parse_request(body)
+            prompt = model.tokenize(req["prompt"])
+            if len(prompt) + req["max_tokens"] > MAX_MODEL_LEN:
+                raise BadInput(
+                    f"the prompt ({len(prompt)} tokens, one per character) plus max_tokens "
+                    f"({req['max_tokens']}) exceed the model's context of {MAX_MODEL_LEN} tokens"
+                )
         except BadInput as exc:
             PREDICTIONS.labels("bad_input").inc()
             self._reply(400, {"error": str(exc)})
             return
+        engine = State.engine
+        request = engine.arrive(prompt, req["max_tokens"])
+        engine.schedule(request)
+        reason = "abort"
+        try:
+            reason = self._generate(model, req, request)
+        finally:
+            engine.finish(request, reason)
+
+    def _generate(self, model: CharModel, req: dict[str, Any], request: Request) -> str:
+        """Run the model and stream its tokens; the finish reason (``abort`` after a model fault)."""
         try:
             if req["fault"]:
                 raise RuntimeError("injected model fault")
@@ -124,29 +149,44 @@ class Handler(BaseHTTPRequestHandler):
         except Exception as exc:  # noqa: BLE001 - any model error is the replica's 500
             PREDICTIONS.labels("error").inc()
             self._reply(500, {"error": f"inference failed: {exc}", "replica": State.name})
-            return
+            return "abort"
         sse = "text/event-stream" in self.headers.get("Accept", "")
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream" if sse else "text/plain; charset=utf-8")
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("X-Replica", State.name)
         self.end_headers()
-        count = 0
+        token = ""
         for token in itertools.chain([first], tokens) if first else ():
-            if count:
+            if request.generated:
                 time.sleep(State.token_s)
+            State.engine.token(request)
             data = f"data: {json.dumps(token)}\n\n" if sse else token
             chunk = data.encode()
             self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
             self.wfile.flush()
-            count += 1
             TOKENS.inc()
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
         PREDICTIONS.labels("ok").inc()
+        return "stop" if token == STOP else "length"
 
     def log_message(self, *args: object) -> None:
         pass
+
+
+def make_engine(kind: str, registry: CollectorRegistry, model_name: str) -> Engine:
+    """An ``Engine`` whose metrics are in ``registry`` in vLLM (``kind`` "vllm": prefix cache in blocks of
+    16 tokens) or SGLang format ("sglang": radix cache, token granular)."""
+    if kind == "vllm":
+        engine = Engine()
+        VllmMetrics(registry, engine, model_name)
+    elif kind == "sglang":
+        engine = Engine(cache_block=1)
+        SglangMetrics(registry, engine, model_name)
+    else:
+        raise ValueError(f"engine must be vllm or sglang, not {kind!r}")
+    return engine
 
 
 def _train(size: str, seed: int) -> None:
@@ -161,9 +201,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--token-ms", type=float, default=10.0, help="at least this many ms between tokens")
     parser.add_argument("--name", default=None)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--engine", choices=["vllm", "sglang"], default="vllm", help="metrics format")
     args = parser.parse_args(argv)
     State.name = args.name or f"replica-{args.port}"
     State.token_s = args.token_ms / 1000
+    State.engine = make_engine(args.engine, REGISTRY, f"char-lm-{args.size}")
     server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
     server.daemon_threads = True
     threading.Thread(target=_train, args=(args.size, args.seed), daemon=True).start()

@@ -28,6 +28,30 @@ ASYNC_METRICS = [
     "baseten_async_webhook_requests_total",
     "baseten_async_webhook_latency_seconds",
 ]
+ENGINE_METRICS: dict[str, list[str]] = {
+    "vllm": [
+        "vllm:output_tokens_per_second",
+        "vllm:decode_tokens_per_second",
+        "vllm:time_to_first_token_seconds",
+        "vllm:inter_token_latency_seconds",
+        "vllm:kv_cache_usage_perc",
+        "vllm:num_requests_running",
+        "vllm:num_requests_waiting",
+        "vllm:prefix_cache_hit_rate",
+    ],
+    "sglang": [
+        "sglang:output_tokens_per_second",
+        "sglang:decode_tokens_per_second",
+        "sglang:time_to_first_token_seconds",
+        "sglang:inter_token_latency_seconds",
+        "sglang:token_usage",
+        "sglang:num_running_reqs",
+        "sglang:num_queue_reqs",
+        "sglang:prefix_cache_hit_rate",
+    ],
+}
+"""Engine metrics of a deployment's SUMMARY table, by the engine format its replicas expose: token
+speed, TTFT, inter-token latency, KV-cache usage, running / waiting and the prefix-cache hit rate."""
 SERIES_METRICS = [
     "baseten_inference_requests_total",
     "baseten_end_to_end_response_time_seconds",
@@ -73,7 +97,8 @@ def _labels(labels: dict[str, str]) -> str:
 
 
 def fmt(value: float | None, unit: str, name: str = "") -> str:
-    """A value for a table: ``null``, seconds in ms, bytes in KiB/MiB, GPU ratios in %, CPU in cores."""
+    """A value for a table: ``null``, seconds in ms, bytes in KiB/MiB, GPU ratios in %, CPU in cores, °C,
+    rates per second."""
     if value is None:
         return "null"
     if unit == "SECONDS":
@@ -84,6 +109,10 @@ def fmt(value: float | None, unit: str, name: str = "") -> str:
         return f"{value:.3f} cores" if "cpu" in name else f"{value * 100:.1f} %"
     if unit == "MEBIBYTES":
         return f"{value:.1f} MiB"
+    if unit == "CELSIUS":
+        return f"{value:.1f} °C"
+    if unit == "PER_SECOND":
+        return f"{value:.4g} /s"
     return f"{value:.4g}"
 
 

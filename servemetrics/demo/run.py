@@ -1,12 +1,12 @@
 """``run_demo``: start everything, drive load and a rolling promotion, print tables, stop everything.
 
-Order: four replica processes, the two replays and the trainer, then ``servemetrics serve`` on the
-generated config; wait until all are healthy; set the deployments' autoscaling settings through the
-management API; start the webhook receiver (when the service has ``async_predict``), the load and the
-trainer's load (``TRAINER_RATE`` steps a second); print the first tables (and the Loops table) once
-requests show up in the API; promote ``production`` to ``d2`` at 25 % half way through (or after 60 s),
-then 50 % and 100 %; at the end stop the load, wait one scrape, print the tables again. Every child is
-stopped on the way out, also on Ctrl-C and SIGTERM.
+Order: four replica processes (d1's with vLLM-format engine metrics, d2's with SGLang's), the DCGM
+replay and the trainer, then ``servemetrics serve`` on the generated config; wait until all are healthy;
+set the deployments' autoscaling settings through the management API; start the webhook receiver (when
+the service has ``async_predict``), the load and the trainer's load (``TRAINER_RATE`` steps a second);
+print the first tables (and the Loops table) once requests show up in the API; promote ``production``
+to ``d2`` at 25 % half way through (or after 60 s), then 50 % and 100 %; at the end stop the load, wait
+one scrape, print the tables again. Every child is stopped on the way out, also on Ctrl-C and SIGTERM.
 """
 
 from __future__ import annotations
@@ -114,17 +114,15 @@ class Demo:
             signal.signal(signal.SIGTERM, previous)
 
     def _start(self) -> None:
-        self.topo: Topology = make_topology(self.o.port, [free_port() for _ in range(7)])
+        self.topo: Topology = make_topology(self.o.port, [free_port() for _ in range(6)])
         cfg = service_config(self.topo, self.dir / "data", self.key, f"{SCRAPE_S:g}s")
         config = write_config(self.dir / "servemetrics.yaml", cfg)
         self.console.print(f"starting in {self.dir} (logs in {self.dir / 'logs'}); training the models…")
         for r in self.topo.replicas:
             args = ["--port", str(r.port), "--size", r.size, "--token-ms", f"{r.token_ms:g}", "--name", r.id]
-            self.children.start(r.id, ["-m", "servemetrics.demo.replica", *args])
-        for kind, port in (("dcgm", self.topo.dcgm_port), ("vllm", self.topo.vllm_port)):
-            self.children.start(
-                f"{kind}-replay", ["-m", "servemetrics.demo.replay", "--kind", kind, "--port", str(port)]
-            )
+            self.children.start(r.id, ["-m", "servemetrics.demo.replica", *args, "--engine", r.engine])
+        replay = ["-m", "servemetrics.demo.replay", "--kind", "dcgm", "--port", str(self.topo.dcgm_port)]
+        self.children.start("dcgm-replay", replay)
         trainer_args = ["--port", str(self.topo.trainer_port), *self.topo.trainer_node_args()]
         self.children.start("trainer", ["-m", "servemetrics.demo.trainer", *trainer_args])
         self.children.start("servemetrics-serve", ["-m", "servemetrics", "serve", "--config", str(config)])
@@ -148,13 +146,13 @@ class Demo:
         self.console.print(f"  dashboard {b}/  (sign in with the key; GPU usage: {b}/#/gpu-usage)")
         self.console.print(f"  API      {b}/v1/models/{MODEL}/environments/{ENVIRONMENT}/metrics")
         self.console.print(f"  OpenAPI  {b}/docs")
-        self.console.print(f"  metrics  {b}/metrics  (gateway: {b}/gateway/metrics)")
+        self.console.print(f"  metrics  {b}/metrics  (export, with the key; own: {b}/service/metrics)")
         self.console.print(f"  predict  {b}/v1/models/{MODEL}/environments/{ENVIRONMENT}/predict")
         for r in self.topo.replicas:
-            self.console.print(f"  replica  {r.id}: {r.url} ({r.size} model, {r.token_ms:g} ms/token)")
-        self.console.print(
-            f"  replays  dcgm-replay :{self.topo.dcgm_port}, vllm-replay :{self.topo.vllm_port}"
-        )
+            self.console.print(
+                f"  replica  {r.id}: {r.url} ({r.size} model, {r.token_ms:g} ms/token, {r.engine} metrics)"
+            )
+        self.console.print(f"  replay   dcgm-replay :{self.topo.dcgm_port}")
         self.console.print(
             f"  loops    POST {b}/v1/loops/deployments/{TRAINER}/metrics (trainer {self.topo.trainer_url}, "
             f"nodes leader-0 and worker-1, {TRAINER_RATE:g} training step/s)"
@@ -254,12 +252,25 @@ class Demo:
             hooks = self.webhooks.received if self.webhooks else []
             self.console.print(report.agreement(dict(self.load.counts), hooks, summary), soft_wrap=True)
         self.console.print(report.table(series, f"SERIES, last steps of {series.get('step_seconds')} s"))
+        self._engine_tables(start, now)
         try:
             loops = loops_report.query(self.client, self.topo.base, TRAINER, start, now)
         except httpx.HTTPError as exc:
             self.console.print(f"[red]Loops metrics call failed:[/red] {exc}")
             return
         self.console.print(loops_report.table(loops))
+
+    def _engine_tables(self, start: int, now: int) -> None:
+        """Per deployment, a SUMMARY since the demo started of the engine metrics its replicas expose."""
+        engines = {r.deployment: r.engine for r in self.topo.replicas}
+        for dep, engine in sorted(engines.items()):
+            url = f"{self.topo.base}/v1/models/{MODEL}/deployments/{dep}/metrics"
+            try:
+                body = report.query(self.client, url, "SUMMARY", report.ENGINE_METRICS[engine], start, now)
+            except httpx.HTTPError as exc:
+                self.console.print(f"[red]engine metrics of {dep} failed:[/red] {exc}")
+                continue
+            self.console.print(report.table(body, f"ENGINE {dep} ({engine} format) SUMMARY since the start"))
 
     def _shutdown(self) -> None:
         try:

@@ -1,9 +1,10 @@
 """What the demo runs and the service config it generates for it.
 
 One organization (``demo``) with one ``WORKSPACE_MANAGE_ALL`` key, model ``demo-model`` with deployments
-``d1`` (small model, 10 ms per token) and ``d2`` (larger model, 25 ms per token), two replicas each. Every
-replica has three targets: its own ``/metrics`` first (the gateway serves from the first target), then its
-path on ``dcgm-replay`` and on ``vllm-replay``. Environment ``production`` is promoted to ``d1`` at start.
+``d1`` (small model, 10 ms per token, vLLM-format engine metrics) and ``d2`` (larger model, 25 ms per
+token, SGLang format), two replicas each. Every replica has two targets: its own ``/metrics`` first (the
+gateway serves from the first target), then its path on ``dcgm-replay``. Environment ``production`` is
+promoted to ``d1`` at start.
 
 The trainer (Loops) deployment ``demo-trainer`` (sampler: ``demo-model`` / ``d1``) has two nodes,
 ``leader-0`` and ``worker-1``, with GPU ranks 0 and 1; both are served by one trainer process
@@ -34,13 +35,14 @@ TRAINER_NODES: tuple[tuple[str, str, str, str], ...] = (
 
 @dataclass(frozen=True)
 class ReplicaSpec:
-    """A replica process: id, deployment, port, model size and per-token delay."""
+    """A replica process: id, deployment, port, model size, per-token delay and engine metrics format."""
 
     id: str
     deployment: str
     port: int
     size: str
     token_ms: float
+    engine: str = "vllm"
 
     @property
     def url(self) -> str:
@@ -54,7 +56,6 @@ class Topology:
     port: int
     replicas: tuple[ReplicaSpec, ...]
     dcgm_port: int
-    vllm_port: int
     trainer_port: int = 0
 
     @property
@@ -109,20 +110,19 @@ class Topology:
         return [
             f"{replica.url}/metrics",
             f"http://127.0.0.1:{self.dcgm_port}/{replica.id}/metrics",
-            f"http://127.0.0.1:{self.vllm_port}/{replica.id}/metrics",
         ]
 
 
 def make_topology(port: int, ports: list[int]) -> Topology:
-    """Two deployments of two replicas on ``ports[0:4]``; the replays on ``ports[4:6]``; the trainer on
-    ``ports[6]`` when given."""
-    kinds = {"d1": ("small", 10.0), "d2": ("large", 25.0)}
+    """Two deployments of two replicas on ``ports[0:4]``; the DCGM replay on ``ports[4]``; the trainer on
+    ``ports[5]`` when given."""
+    kinds = {"d1": ("small", 10.0, "vllm"), "d2": ("large", 25.0, "sglang")}
     replicas = tuple(
         ReplicaSpec(f"{dep}-r{i + 1}", dep, ports[2 * d + i], *kinds[dep])
         for d, dep in enumerate(("d1", "d2"))
         for i in range(2)
     )
-    return Topology(port, replicas, ports[4], ports[5], ports[6] if len(ports) > 6 else 0)
+    return Topology(port, replicas, ports[4], ports[5] if len(ports) > 5 else 0)
 
 
 def service_config(
@@ -131,7 +131,10 @@ def service_config(
     """The ``servemetrics serve`` config of the demo (production promoted to d1 now; webhooks may reach
     127.0.0.1, where the demo's receiver listens)."""
     now = datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-    sizes = {"d1": "small model, 10 ms/token", "d2": "larger model, 25 ms/token"}
+    sizes = {
+        "d1": "small model, 10 ms/token, vLLM metrics",
+        "d2": "larger model, 25 ms/token, SGLang metrics",
+    }
     return {
         "listen": f"127.0.0.1:{topo.port}",
         "data_dir": str(data_dir),

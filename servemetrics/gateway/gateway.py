@@ -48,13 +48,28 @@ class GatewayOptions:
     queue_timeout_s: float = 60.0
     connect_timeout_s: float = 5.0
     upstream_timeout_s: float = 600.0
+    tokens_interval_s: float = 10.0
+    """Between two reads of the in-flight tokens of the deployments that scale on them."""
 
 
-def desired_replicas(concurrency: int, a: AutoscalingSettings) -> int:
-    """ceil(concurrency / (concurrency_target x target_utilization_percentage / 100)), clamped to
-    ``[min_replica, max_replica]``: what the autoscaler would ask for at this concurrency."""
-    per_replica = a.concurrency_target * a.target_utilization_percentage / 100
-    wanted = math.ceil(round(concurrency / per_replica, 9))
+InFlightTokens = Callable[[str, str], float | None]
+"""``(model_id, deployment_id)`` -> the deployment's in-flight tokens now (``baseten_llm_in_flight_tokens``
+as the metrics API answers it in CURRENT mode), None without a series; may block (run in a thread)."""
+
+
+def desired_replicas(concurrency: int, a: AutoscalingSettings, in_flight_tokens: float | None = None) -> int:
+    """ceil(load / (target x target_utilization_percentage / 100)), clamped to ``[min_replica,
+    max_replica]``: what the autoscaler would ask for now (docs/gateway.md "Desired replicas").
+
+    The load is the concurrency (requests in flight + queued) against ``concurrency_target``; when the
+    settings carry ``target_in_flight_tokens`` (metrics-dashboard.md: "BIS-LLM deployments target
+    in-flight tokens instead") and ``in_flight_tokens`` is known, it is those tokens against that target.
+    Without a token reading (no series in the last 5 minutes) concurrency stays the load."""
+    load, target = float(concurrency), a.concurrency_target
+    if a.target_in_flight_tokens is not None and in_flight_tokens is not None:
+        load, target = in_flight_tokens, a.target_in_flight_tokens
+    per_replica = target * a.target_utilization_percentage / 100
+    wanted = math.ceil(round(load / per_replica, 9))
     return max(a.min_replica, min(a.max_replica, wanted))
 
 
@@ -122,9 +137,13 @@ class Gateway:
         clock_ms: Callable[[], int],
         options: GatewayOptions,
         egress: Egress | None = None,
+        in_flight_tokens: InFlightTokens | None = None,
     ) -> None:
         self.options = options
         self.egress = egress
+        self._read_tokens = in_flight_tokens
+        self._tokens: dict[str, float | None] = {}
+        self._tokens_read_at = -math.inf
         self.view = RegistryView(registry, clock_ms, options.state_ttl_s)
         self.metrics = GatewayMetrics(self.gauges)
         self._upstream = Upstream(options.connect_timeout_s, options.upstream_timeout_s)
@@ -185,6 +204,19 @@ class Gateway:
         self._settings.update(infos)
         self.health.sync(views)
         self._health_changed(invalidate=False)
+        if time.monotonic() - self._tokens_read_at >= self.options.tokens_interval_s:
+            self._tokens_read_at = time.monotonic()
+            self._tokens = await asyncio.to_thread(self._read_in_flight_tokens)
+
+    def _read_in_flight_tokens(self) -> dict[str, float | None]:
+        """The in-flight tokens of every deployment whose settings carry ``target_in_flight_tokens``."""
+        if self._read_tokens is None:
+            return {}
+        return {
+            d: self._read_tokens(info.model_id, d)
+            for d, info in self._settings.items()
+            if info.autoscaling.target_in_flight_tokens is not None
+        }
 
     def _read_settings(self, views: dict[str, DeploymentView]) -> dict[str, DeploymentInfo]:
         found = {d: self.view.registry.deployments.deployment(v.labels.model_id, d) for d, v in views.items()}
@@ -236,7 +268,8 @@ class Gateway:
             concurrent = gate.in_flight + gate.queued if gate else 0
             active = len(self._active(dep_id))
             info = self._settings.get(dep_id)
-            desired = desired_replicas(concurrent, info.autoscaling) if info else active
+            tokens = self._tokens.get(dep_id)
+            desired = desired_replicas(concurrent, info.autoscaling, tokens) if info else active
             concurrent -= self.excluded.get(dep_id, 0)
             out.append(
                 DeploymentGauges(view.labels, concurrent, active, len(view.replicas) - active, desired)

@@ -1,4 +1,5 @@
-"""The gateway's own metrics: a separate ``CollectorRegistry`` served at ``GET /gateway/metrics``.
+"""The gateway's own metrics: a separate ``CollectorRegistry``, read by the service's scraper in-process
+(``ExpositionTransport``) and served to a key at ``GET /gateway/metrics`` (its organization's series only).
 
 Names and labels are the platform's (platform-facts §1). Per-request series carry the REQ label set
 (``model_id, model_name, deployment_id, environment, rollout_phase, status_code, is_async``); the
@@ -14,7 +15,8 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+import httpx
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -163,3 +165,34 @@ class GatewayMetrics:
     def exposition(self) -> bytes:
         """The Prometheus text format of every gateway series."""
         return generate_latest(self.registry)
+
+    def exposition_of(self, model_ids: frozenset[str]) -> bytes:
+        """The Prometheus text format of the gateway series whose ``model_id`` is in ``model_ids``."""
+        view = CollectorRegistry(auto_describe=False)
+        view.register(_OnlyModels(self.registry, model_ids))
+        return generate_latest(view)
+
+
+class _OnlyModels(Collector):
+    """The families of ``registry`` with only the samples of ``model_ids`` (families left empty too)."""
+
+    def __init__(self, registry: CollectorRegistry, model_ids: frozenset[str]) -> None:
+        self._registry, self._model_ids = registry, model_ids
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self._registry.collect():
+            family.samples = [s for s in family.samples if s.labels.get("model_id") in self._model_ids]
+            yield family
+
+
+class ExpositionTransport(httpx.AsyncBaseTransport):
+    """An ``httpx`` transport that answers every request with ``exposition()`` (Prometheus text, 200),
+    without a socket: the scraper reads the gateway's series through it like any target's, and no
+    port has to serve them without a key."""
+
+    def __init__(self, exposition: Callable[[], bytes]) -> None:
+        self._exposition = exposition
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        """200 with the exposition of now, whatever ``request`` asks."""
+        return httpx.Response(200, headers={"content-type": CONTENT_TYPE_LATEST}, content=self._exposition())

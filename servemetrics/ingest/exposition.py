@@ -28,10 +28,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import io
 import math
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from prometheus_client import parser as _text_parser
@@ -169,23 +168,62 @@ def timestamp_ms(ts: float | Timestamp | None, default_ms: int) -> int:
     return round(ts * 1000)
 
 
-class _CountingLines:
-    """Iterate the lines of a text for the library parser, remembering the current line number and
-    which names a text-format ``# TYPE`` line declared as counters."""
+PARSE_CHUNK = 1024
+"""A text-format family is handed to the library parser in pieces of this many sample lines, and
+``parse_exposition``'s ``on_samples`` is called when at least this many new samples are collected (so a
+scrape over its ``sample_limit`` stops after at most about ``sample_limit + 2 * PARSE_CHUNK`` samples)."""
+_CHUNK_BREAK = "# TYPE servemetrics_parse_chunk untyped\n"
+"""Ends the library text parser's current family (it yields it); the family's headers follow again."""
 
-    def __init__(self, text: str) -> None:
-        self._lines = io.StringIO(text)
+
+def _lines(text: str) -> Iterator[str]:
+    """The lines of ``text`` with their ``\\n``, as ``io.StringIO(text)`` gives them, without its copy of
+    the text (four bytes a character: 17 MB for a 4 MB scrape)."""
+    start, end = 0, len(text)
+    while start < end:
+        stop = text.find("\n", start) + 1 or end
+        yield text[start:stop]
+        start = stop
+
+
+class _CountingLines:
+    """Iterate the lines of a text for the library parser, remembering the current line number, which
+    names a text-format ``# TYPE`` line declared as counters, and whether the text is done.
+
+    With ``split_every`` (text format only), a family longer than that many sample lines is split: the
+    parser is given ``_CHUNK_BREAK`` and the family's ``# HELP`` / ``# TYPE`` lines again before its next
+    sample line, so it yields the family in pieces instead of holding all its samples. The samples are the
+    same (``collect_samples`` uses a family only to undo the parser's ``_total`` on counters); the
+    ``# HELP`` text is the parser's and not used."""
+
+    def __init__(self, text: str, split_every: int = 0) -> None:
+        self._text = text
+        self._split_every = split_every
         self.number = 0
         self.counter_names: set[str] = set()
+        self.done = False
 
     def __iter__(self) -> Iterator[str]:
-        for line in self._lines:
+        headers: list[str] = []  # the current family's HELP / TYPE lines
+        run = -1  # sample lines since those headers; -1: none yet
+        for line in _lines(self._text):
             self.number += 1
             if line.startswith("# TYPE ") and line.rstrip().endswith(" counter"):
                 parts = line.split()
                 if len(parts) == 4:
                     self.counter_names.add(parts[2])
+            if self._split_every:
+                words = line.split(None, 2)
+                if words[:1] == ["#"] and words[1:2] in (["HELP"], ["TYPE"]):
+                    headers, run = ([] if run > 0 else headers) + [line], 0
+                elif words and not words[0].startswith("#"):
+                    if run >= self._split_every:
+                        yield _CHUNK_BREAK
+                        yield from headers
+                        run = 0
+                    run = max(run, 0) + 1
             yield line
+        self.done = True
 
 
 def _decode(body: bytes | str) -> str:
@@ -197,40 +235,75 @@ def _decode(body: bytes | str) -> str:
         raise ExpositionError(f"body is not UTF-8 (byte {exc.start}): {exc.reason}") from exc
 
 
-def parse_exposition(body: bytes | str, content_type: str | None, scrape_ts_ms: int) -> ParseResult:
+def parse_exposition(
+    body: bytes | str,
+    content_type: str | None,
+    scrape_ts_ms: int,
+    on_samples: Callable[[list[Sample]], None] | None = None,
+) -> ParseResult:
     """Parse one scrape into samples with the library parser matching ``content_type``.
 
     Args:
         body: the HTTP response body.
         content_type: the response's Content-Type (``None`` when unknown).
         scrape_ts_ms: epoch ms given to samples that carry no timestamp.
+        on_samples: called while the text is still being parsed with the samples collected since its
+            previous call, whenever there are ``PARSE_CHUNK`` or more (text format: long families are
+            parsed in pieces, ``_CountingLines``; OpenMetrics: family by family). What it raises stops the
+            parse and is raised here: the scraper counts its ``sample_limit`` so (issue 12).
 
     Raises:
         ExpositionError: any malformed line fails the whole scrape (no partial result); the
-            message starts with ``line N:``.
+            message starts with ``line N:``. A sample the library parsed but these rules refuse (a bound
+            that is not a number, a timestamp out of range) is reported only when the library parses the
+            rest of the text: a malformed line later in it is the error then.
     """
     text = _decode(body)
     openmetrics = is_openmetrics(text, content_type)
     if openmetrics:
         text = openmetrics_bounds(text)
-    lines = _CountingLines(text)
+    lines = _CountingLines(text, 0 if openmetrics or on_samples is None else PARSE_CHUNK)
     parse = _om_parser.text_fd_to_metric_families if openmetrics else _text_parser.text_fd_to_metric_families
+    collected = _Collector(scrape_ts_ms, set() if openmetrics else lines.counter_names)
     try:
-        families = list(parse(lines))  # type: ignore[arg-type]
+        refused = _collect(parse(lines), lines, collected, on_samples)  # type: ignore[arg-type]
     except PARSE_ERRORS as exc:
         problem = bound_problem(text.split("\n")[lines.number - 1]) if lines.number else None
         if problem is not None:
             raise ExpositionError(f"line {lines.number}: {problem}") from exc
         fmt = "OpenMetrics" if openmetrics else "Prometheus text"
         raise ExpositionError(f"line {lines.number}: invalid {fmt} exposition: {exc}") from exc
-    renamed = set() if openmetrics else lines.counter_names
-    try:
-        return collect_samples(families, scrape_ts_ms, renamed_counters=renamed)
-    except BoundError as exc:
+    if isinstance(refused, BoundError):
         found = first_bound_problem(text.split("\n"), 1)
-        if found is None:
-            raise
-        raise ExpositionError(f"line {found[0]}: {found[1]}") from exc
+        if found is not None:
+            raise ExpositionError(f"line {found[0]}: {found[1]}") from refused
+    if refused is not None:
+        raise refused
+    return collected.result()
+
+
+def _collect(
+    families: Iterable[object],
+    lines: _CountingLines,
+    collected: _Collector,
+    on_samples: Callable[[list[Sample]], None] | None,
+) -> ExpositionError | None:
+    """Collect the library parser's ``families`` of ``lines`` as they come, handing ``on_samples`` the new
+    samples whenever ``PARSE_CHUNK`` or more are new and the text is not done. Returns the error of the
+    first sample ``collected`` refused (the parse goes on: the library's error on a later line comes
+    first), or None."""
+    refused: ExpositionError | None = None
+    for family in families:
+        if refused is not None:
+            continue
+        try:
+            collected.add(family)
+        except ExpositionError as exc:
+            refused = exc
+            continue
+        if on_samples is not None and not lines.done and collected.pending >= PARSE_CHUNK:
+            on_samples(collected.take_new())
+    return refused
 
 
 def _exposed_name(
@@ -249,17 +322,53 @@ def collect_samples(
     renamed_counters: set[str] | frozenset[str] = frozenset(),
 ) -> ParseResult:
     """Turn library ``Metric`` families into ``Sample`` rows with this module's rules (see the module
-    docstring). ``renamed_counters`` names text-format counters declared without ``_total``."""
-    out: list[Sample] = []
-    seen: set[tuple[str, Labels, Millis]] = set()
-    created: dict[SeriesKey, int] = {}
-    duplicates = 0
+    docstring). ``renamed_counters`` names text-format counters declared without ``_total``.
+
+    Raises:
+        BoundError: a bucket bound that is not a number; ExpositionError: a timestamp out of range.
+    """
+    collected = _Collector(default_ts_ms, renamed_counters)
     for fam in families:
+        collected.add(fam)
+    return collected.result()
+
+
+class _Collector:
+    """``collect_samples`` one family at a time: ``add`` each, ``result`` at the end (``take_new``: the
+    samples added since its previous call)."""
+
+    def __init__(self, default_ts_ms: int, renamed_counters: set[str] | frozenset[str]) -> None:
+        self._default_ts_ms = default_ts_ms
+        self._renamed = renamed_counters
+        self._out: list[Sample] = []
+        self._seen: set[tuple[str, Labels, Millis]] = set()
+        self._created: dict[SeriesKey, int] = {}
+        self._duplicates = 0
+        self._taken = 0
+
+    @property
+    def pending(self) -> int:
+        """Samples added since ``take_new`` was last called."""
+        return len(self._out) - self._taken
+
+    def take_new(self) -> list[Sample]:
+        """The samples added since the previous call."""
+        new = self._out[self._taken :]
+        self._taken = len(self._out)
+        return new
+
+    def result(self) -> ParseResult:
+        """Every sample added, the duplicates dropped and the creation times."""
+        return ParseResult(self._out, self._duplicates, self._created)
+
+    def add(self, fam: object) -> None:
+        """Collect the samples of one library ``Metric`` family (raises as ``collect_samples``)."""
         fname, ftype = fam.name, fam.type  # type: ignore[attr-defined]
+        default_ts_ms, out, seen = self._default_ts_ms, self._out, self._seen
         for s in fam.samples:  # type: ignore[attr-defined]
-            name = _exposed_name(s.name, fname, ftype, renamed_counters)
+            name = _exposed_name(s.name, fname, ftype, self._renamed)
             if name.endswith(_CREATED):
-                _add_created(created, name, s.labels, float(s.value))
+                _add_created(self._created, name, s.labels, float(s.value))
                 continue
             if s.native_histogram is not None:
                 continue
@@ -276,11 +385,10 @@ def collect_samples(
                 )
             key = (name, labels_of(labels), ts)
             if key in seen:
-                duplicates += 1
+                self._duplicates += 1
                 continue
             seen.add(key)
             out.append(Sample(key[0], key[1], value, key[2]))
-    return ParseResult(out, duplicates, created)
 
 
 def _add_created(created: dict[SeriesKey, int], name: str, labels: dict[str, str], seconds: float) -> None:

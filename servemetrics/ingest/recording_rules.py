@@ -23,6 +23,7 @@ one operand::
   ``unless on (model_id, deployment_id, replica)`` a rule of the same canonical name with a higher
   preference has a series for that replica; together the rules are ``best or on (...) next or on (...)
   ...``, highest preference first, the query layer's choice (``MetricDef.sources``).
+- Constant labels (``Rule.constant``) are set with ``label_replace(..., "<name>", "<value>", "", "")``.
 - NaN and infinite samples are filtered out (``x < Inf > -Inf``), as the exposition parser drops them.
 - ``le`` rescaling (``Rule.le_divisor``): PromQL cannot divide a label, so each of the source's known
   bounds (``Rule.le_bounds``) gets its own ``label_replace`` to the rescaled bound, written as ``adapt``
@@ -147,8 +148,9 @@ def exposed_relabel_config(adapters: Mapping[str, tuple[Rule, ...]] = ADAPTERS) 
 
 def _all_rules(adapters: Mapping[str, tuple[Rule, ...]]) -> list[tuple[str, list[Rule]]]:
     """Per adapter (table order, unscrapable ones left out), its rules plus the engine passthrough rules
-    ``rules_for`` adds for a renamed engine name (``adapt`` keeps the new name under itself)."""
-    matched = {r.match for rules in adapters.values() for r in rules}
+    ``rules_for`` adds for a renamed engine name (``adapt`` keeps the new name under itself, also when
+    another rule adapts that name to the ``baseten_llm_*`` set)."""
+    kept = {r.match for rules in adapters.values() for r in rules if r.match == r.target}
     out = []
     for adapter, rules in adapters.items():
         if adapter in AGENT_UNSCRAPABLE:
@@ -156,7 +158,7 @@ def _all_rules(adapters: Mapping[str, tuple[Rule, ...]]) -> list[tuple[str, list
         extra = [
             r
             for target in dict.fromkeys(r.target for r in rules)
-            if target not in matched
+            if target not in kept
             for r in rules_for(target)
             if r.target == target
         ]
@@ -232,11 +234,14 @@ def operand(rule: Rule, exposed: Iterable[str] = ()) -> str:
     without ``le_bounds``.
     """
     inner = _renamed(rule, _with_le(rule, set(exposed)))
+    for name, value in rule.constant:
+        inner = f'label_replace({inner}, {quote(name)}, {quote(value)}, "", "")'
     if rule.labels is None:
         dropped = [*AGENT_LABELS, *(f"exported_{name}" for name in REGISTRY_LABELS)]
         expr = f"max without ({', '.join(dropped)}) ({inner})"
     else:
-        kept = list(dict.fromkeys([*rule.labels.values(), *REGISTRY_LABELS]))
+        constant = [name for name, _ in rule.constant]
+        kept = list(dict.fromkeys([*rule.labels.values(), *constant, *REGISTRY_LABELS]))
         expr = f"max by ({', '.join(kept)}) ({inner})"
     if rule.divisor != 1.0:
         expr = f"{expr} / {rule.divisor!r}"

@@ -4,7 +4,9 @@
   first byte past the limit (a gzip bomb is stopped after ``limit + 1`` inflated bytes: the body is
   inflated here, in steps of at most what is left of the limit, not by httpx).
 - ``sample_limit``: samples after the adapters (what would be stored), as Prometheus counts after
-  ``metric_relabel_configs``; 0 turns it off.
+  ``metric_relabel_configs``; 0 turns it off. The scraper counts them while the body is parsed and
+  stops parsing once they are over the limit (``check_sample_count``), so a scrape over it costs about
+  the limit's worth of parsing, not the body's.
 - ``label_limit``, ``label_name_length_limit``, ``label_value_length_limit``: per sample after the
   adapters (target labels included, the metric name not counted); 0 turns each off.
 
@@ -106,16 +108,30 @@ def _series(s: Sample) -> str:
     return text if len(text) <= 100 else text[:100] + "…"
 
 
+def check_sample_count(count: int, limits: ScrapeLimits, *, finished: bool = True) -> None:
+    """Nothing when ``count`` samples (adapted) are within ``limits.sample_limit`` (0: no limit).
+
+    Args:
+        count: the samples of the scrape, or with ``finished=False`` of the part parsed so far.
+
+    Raises:
+        ScrapeLimitError: ``sample_limit exceeded: N samples, the limit is L``; ``N samples before
+            parsing stopped`` when the body was not parsed to its end.
+    """
+    if limits.sample_limit and count > limits.sample_limit:
+        where = "" if finished else " before parsing stopped"
+        raise ScrapeLimitError(
+            f"sample_limit exceeded: {count} samples{where}, the limit is {limits.sample_limit}"
+        )
+
+
 def check_samples(samples: Sequence[Sample], limits: ScrapeLimits) -> None:
     """Nothing when ``samples`` (one scrape, adapted) are within ``limits``.
 
     Raises:
         ScrapeLimitError: naming the limit exceeded, the count and the limit (and the series).
     """
-    if limits.sample_limit and len(samples) > limits.sample_limit:
-        raise ScrapeLimitError(
-            f"sample_limit exceeded: {len(samples)} samples, the limit is {limits.sample_limit}"
-        )
+    check_sample_count(len(samples), limits)
     n_labels, name_len, value_len = (
         limits.label_limit or 1 << 62,
         limits.label_name_length_limit or 1 << 62,

@@ -1,68 +1,19 @@
 """Scrape ``/metrics`` targets on an interval and hand canonical samples to the store.
 
-Prometheus scrape semantics where they matter: each target is scraped every ``interval_s`` at a fixed
-offset derived from a hash of its URL (spreads load; "jitter"), with a timeout that is a deadline for the
-whole scrape (connecting, the headers and every byte of the body) and Prometheus' limits
-(``ingest.scrape_limits``: body size counted decompressed while it streams, samples, labels per sample,
-label name and value lengths); a failed scrape (HTTP error, timeout, a limit exceeded, malformed
-exposition) stores nothing but ``up`` = 0 (regression case C7) and logs one line with the reason (outside
-text escaped: ``types.escape_log``), a good one stores its samples and ``up`` = 1. A target that answers
-JSON is the kubelet Summary API (``ingest.kubelet_summary``); anything else is exposition text. Labels
-from the registry (``model_id``, ``deployment_id``, ``replica``; ``node_id`` for trainer nodes ...) are
-attached by the adapters.
+Prometheus scrape semantics where they matter: each target is scraped every ``interval_s`` on fixed ticks
+at an offset derived from a hash of its URL (spreads load; "jitter"; ``Scraper._loop``), with a timeout
+that is a deadline for the whole scrape (connecting, the headers and every byte of the body) and
+Prometheus' limits (``ingest.scrape_limits``: body size counted decompressed while it streams, samples
+counted while the body is parsed, labels per sample, label name and value lengths); a failed scrape
+(HTTP error, timeout, a limit exceeded, malformed exposition) stores nothing but ``up`` = 0 (regression
+case C7) and logs one line with the reason (outside text escaped: ``types.escape_log``), a good one
+stores its samples and ``up`` = 1. A target that answers JSON is the kubelet Summary API
+(``ingest.kubelet_summary``); anything else is exposition text. Labels from the registry (``model_id``,
+``deployment_id``, ``replica``; ``node_id`` for trainer nodes ...) are attached by the adapters.
 
-Counter continuity (DESIGN "Query semantics": gaps are not resets, promotions lose nothing). The
-store counts a counter-like series (``_total``, ``_bucket``, ``_sum``, ``_count``) by the deltas
-between its consecutive samples, a drop being a reset. The scraper adds at most one sample in front of a
-counter-like series absent from the target's previous scrape, chosen by what the target exposed since
-it was added (``_Seen``: the last sample of every series ever seen, and per identity, the series
-without the ``PHASE_LABELS``, the label sets seen under it):
-
-- gaps: a series back after missing from some scrapes gets nothing; its sample pairs with its own last
-  one (100, absent, 101 counts 1; a real restart drops, and the drop is a reset). Only a series never
-  seen from the target since it was added is new.
-- new series: ``prometheus_client`` creates a labelled child at its first increment, so a series such
-  as ``requests_total{status_code="503"}`` first appears at 2, not 0. Like Prometheus' created-timestamp
-  zero ingestion, a series new to a target already scraped successfully gets a 0 sample 1 ms after that
-  earlier scrape (it did not exist then), so its first value counts. The first scrape of a target adds
-  nothing: its series may be older than the service.
-- creation times (issue 11 rule 7): when the series' family gives one (OpenMetrics ``<name>_created``,
-  the text format's ``<name>_created`` gauges, ``ParseResult.created``), the 0 goes at that time instead
-  (``_zero``): on a first scrape when it lies at most ``CREATED_HORIZON_MS`` (the store's 10-minute
-  lookback; an older 0 would pair with nothing) before the first sample; for a series new to a target
-  already scraped when it lies after that earlier scrape. A creation time at or before the earlier
-  scrape means the series existed then without being exposed: its value then is unknown, so no 0 at
-  all (the 1 ms zero would count what it had before). A creation time not before the first sample or
-  after the scrape (a clock ahead) is not used: the rules without one apply. The 0 is a fact (the
-  counter was 0 then), so storing it twice (a restart of the service) changes nothing: first write
-  wins. The creation times are adapted from the source's zeros only when a scrape has a series new to
-  its target (a first scrape, a new child), so a steady scrape pays one dict insert per ``_created``
-  sample in the parser and nothing here. A new child beside a live one of the same identity
-  (the gateway's counter for a new ``rollout_phase`` while the old phase's child stays exposed) is such a
-  new counter too: it starts at 0 (old child 100, new child 7 then 12 counts 12; a copy of the old
-  child's 100 would also count 12 there, by a reset, but only 50 of a new child first seen at 150).
-- promotions: when no other label set of the identity is exposed any more and the identity appears
-  under a label set it did not have last (the registry relabelled the target: ``environment``,
-  ``rollout_phase``), it is the same counter under new labels. The series gets a copy of the identity's
-  last sample (its value at its timestamp) in front. This is exact: the series' next pair is then the
-  very pair the counter would have had unrelabelled, (t_last, v_last) -> (t, v), so the same delta
-  (v - v_last, or v after a drop), spread over the same interval and under the same lookback; the old
-  series ends at t_last, so the copied sample ends no pair of it and nothing is counted twice. Gauges are
-  never copied or zeroed.
-  Not solved here: a label set the counter returns to (a cancelled promotion) still holds its own last
-  sample from before it left, and the store pairs that one with its next sample when they are at most
-  ``COUNTER_GAP_MS`` apart, so the time away is counted under both label sets. The stale marker that
-  ends the old label set does not help: counters continue across markers (gaps are not resets).
-
-Staleness (DESIGN "staleness", issue 11 rule 6), as Prometheus' stale markers: a series of the target's
-previous scrape that is absent from this one gets a ``STALE_NAN`` sample at this scrape's time; a failed
-scrape (``up`` = 0) marks every series of the last good scrape; a target removed by ``set_targets``
-marks its series at removal. The stores read a marker as "no value from here": CURRENT and gauge means
-drop the series at once instead of after the 5-minute lookback; counters skip markers.
-
-The sets are bounded by the target's series and forgotten when ``set_targets`` removes the target's URL
-(a relabelled target keeps its URL, so it keeps them). Per sample the scrape does one key slice and one
-dict insert; only the series absent from the previous scrape (a set difference) get more work.
+Counter continuity and staleness (DESIGN "Query semantics"): what the scraper adds in front of a
+series new to its target, or absent from its previous scrape, and the stale markers it writes, as
+``ingest.continuity`` describes; the scraper remembers each target's series by ``target_identity``.
 """
 
 from __future__ import annotations
@@ -72,18 +23,26 @@ import contextlib
 import functools
 import hashlib
 import logging
+import math
 import time
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import anyio
 import httpx
 
-from servemetrics.ingest.adapters import adapt
+from servemetrics.ingest.adapters import Adapted, adapt
+from servemetrics.ingest.continuity import (
+    Seen,
+    TargetIdentity,
+    sample_before,
+    series_identity,
+    stale_markers,
+    zero_sample,
+)
 from servemetrics.ingest.exposition import (
     COUNTER_SUFFIXES,
-    CREATED_HORIZON_MS,
     ExpositionError,
     ParseResult,
     created_zeros,
@@ -94,12 +53,13 @@ from servemetrics.ingest.scrape_limits import (
     ACCEPT_ENCODING,
     ScrapeLimitError,
     ScrapeLimits,
+    check_sample_count,
     check_samples,
     read_body,
 )
 from servemetrics.keyed_loops import KeyedLoops
 from servemetrics.labels import PHASE_LABELS, UP
-from servemetrics.samples import MAX_FUTURE_MS, STALE_NAN, Sample, SampleBatch
+from servemetrics.samples import MAX_FUTURE_MS, Sample, SampleBatch
 from servemetrics.selfmetrics import SelfMetrics
 from servemetrics.timeutil import wall_clock_ms
 from servemetrics.types import Labels, SeriesKey, escape_log, labels_of, redact_url
@@ -162,39 +122,37 @@ def _creation_times(parsed: ParseResult, labels: dict[str, str]) -> Callable[[],
     return times
 
 
-def _zero(s: Sample, created: int | None, now: int, previous: int | None) -> Sample | None:
-    """The 0 before ``s``, the first sample of a counter-like series new to its target (module
-    docstring): at its creation time when that lies after the target's previous scrape (``None``: this is
-    its first), within ``CREATED_HORIZON_MS`` before ``s`` for a first scrape, before ``s`` and not after
-    ``now``; none when it lies at or before the previous scrape (the series existed then, unexposed);
-    without a usable creation time, 1 ms after the previous scrape, or none on a first scrape."""
-    if created is not None and created < s.ts_ms and created <= now:
-        if previous is None:
-            ok = created >= s.ts_ms - CREATED_HORIZON_MS
-            return Sample(s.name, s.labels, 0.0, created) if ok else None
-        return Sample(s.name, s.labels, 0.0, created) if created > previous else None
-    if previous is None or previous + 1 >= s.ts_ms:
-        return None
-    return Sample(s.name, s.labels, 0.0, previous + 1)
-
-
-def _parse(body: bytes, content_type: str | None, ts: int) -> ParseResult:
-    """A scrape body as source samples: the kubelet Summary API's JSON, or exposition text."""
+def _parse(
+    body: bytes, content_type: str | None, ts: int, on_samples: Callable[[list[Sample]], None]
+) -> ParseResult:
+    """A scrape body as source samples: the kubelet Summary API's JSON, or exposition text (handed to
+    ``on_samples`` in pieces while it is parsed, ``parse_exposition``)."""
     if is_summary(content_type, body):
         return ParseResult(parse_summary(body, ts), 0)
-    return parse_exposition(body, content_type, ts)
+    return parse_exposition(body, content_type, ts, on_samples)
 
 
 def _parse_and_adapt(
     body: bytes, content_type: str | None, ts: int, labels: dict[str, str], limits: ScrapeLimits
 ) -> tuple[ParseResult, list[Sample]]:
     """``_parse``, ``adapt`` and the sample and label limits (run in a worker thread: a large exposition
-    must not stall the event loop). Raises ``ExpositionError`` / ``SummaryError`` as ``_parse`` does,
-    ``ScrapeLimitError`` over a limit."""
-    parsed = _parse(body, content_type, ts)
-    samples = adapt(parsed.samples, labels)
-    check_samples(samples, limits)
-    return parsed, samples
+    must not stall the event loop). The samples are adapted and counted while the body is parsed, so a
+    scrape over ``sample_limit`` stops there (``scrape_limits.check_sample_count``) instead of parsing
+    and holding the whole body (issue 12: a 100,000-series target).
+
+    Raises:
+        ExpositionError / SummaryError as ``_parse`` does, ScrapeLimitError over a limit.
+    """
+    adapted = Adapted(labels)
+
+    def more(samples: list[Sample]) -> None:
+        adapted.add(samples)
+        check_sample_count(len(adapted.samples), limits, finished=False)
+
+    parsed = _parse(body, content_type, ts, more)
+    adapted.add(parsed.samples[adapted.fed :])
+    check_samples(adapted.samples, limits)
+    return parsed, adapted.samples
 
 
 def _batch_before(samples: list[Sample], limit_ms: int) -> tuple[SampleBatch, int]:
@@ -209,57 +167,11 @@ def _target_key(target: Target) -> tuple[str, str, str, str]:
     return (lab.get("model_id", ""), lab.get("deployment_id", ""), lab.get("replica", ""), url)
 
 
-def _identity(sample: Sample) -> SeriesKey:
-    """The series key without the labels that change when a promotion starts or ends: a counter whose
-    ``rollout_phase`` changes is the same counter, not a new one starting from 0."""
-    return (sample.name, tuple(kv for kv in sample.labels if kv[0] not in PHASE_LABELS))
-
-
-@dataclass
-class _Seen:
-    """What one target exposed since it was added (for ``Scraper._with_created_zeros``).
-
-    Attributes:
-        ts_ms: the time of its last successful scrape.
-        previous: the series of that scrape (key -> sample).
-        last: the last sample of every series ever seen (so its keys are the series ever seen).
-        label_sets: per counter-like identity (``_identity``), the series keys seen under it.
-    """
-
-    ts_ms: int
-    previous: dict[SeriesKey, Sample]
-    last: dict[SeriesKey, Sample]
-    label_sets: dict[SeriesKey, list[SeriesKey]] = field(default_factory=dict)
-
-
-def _before(
-    seen: _Seen,
-    current: dict[SeriesKey, Sample],
-    s: Sample,
-    created: Callable[[], Mapping[SeriesKey, int]],
-    now: int,
-) -> Sample | None:
-    """The sample to add before ``s``, of a series absent from the target's previous scrape (module
-    docstring): a 0 for a series new to the target (``_zero``), a copy of the identity's last sample
-    after a relabelling, or None (a gauge; a gap)."""
-    if not s.name.endswith(COUNTER_SUFFIXES):
-        return None
-    key, own = s[:2], seen.last.get(s[:2])
-    known = seen.label_sets.setdefault(_identity(s), [])
-    others = [k for k in known if k != key and k in seen.last]
-    if own is None:
-        known.append(key)
-    if not others or any(k in current for k in others):  # none, or live siblings: separate counters
-        return _zero(s, created().get(key), now, seen.ts_ms) if own is None else None
-    latest = max((seen.last[k] for k in others), key=lambda p: p.ts_ms)
-    if own is not None and latest.ts_ms <= own.ts_ms:
-        return None  # back after a gap, not relabelled since
-    return Sample(s.name, s.labels, latest.value, latest.ts_ms) if latest.ts_ms < s.ts_ms else None
-
-
-def _stale_markers(samples: Iterable[Sample], ts: int) -> list[Sample]:
-    """A stale marker at ``ts`` for the series of each of ``samples`` (``samples.STALE_NAN``)."""
-    return [Sample(s.name, s.labels, STALE_NAN, ts) for s in samples]
+def target_identity(target: Target) -> TargetIdentity:
+    """The key of ``target``'s remembered series: its URL and labels without ``PHASE_LABELS``. A target
+    relabelled by a promotion keeps its series (its counters continue); two targets with one URL (two
+    replicas listing one node's exporter) have their own, so neither marks the other's series stale."""
+    return (target.url, tuple(kv for kv in target.labels if kv[0] not in PHASE_LABELS))
 
 
 class Scraper:
@@ -296,7 +208,7 @@ class Scraper:
         self._metrics = metrics
         self.limits = limits or ScrapeLimits()
         self._loops: KeyedLoops[Target] = KeyedLoops()
-        self._seen: dict[str, _Seen] = {}
+        self._seen: dict[TargetIdentity, Seen] = {}
         self._pending: set[asyncio.Task[int]] = set()
         self._limiter = limiter
 
@@ -305,10 +217,11 @@ class Scraper:
         ts = wall_clock_ms() if now_ms is None else now_ms
         started = time.perf_counter()
         result = await self._fetch_and_parse(target, ts)
+        identity = target_identity(target)
         if result.up:
-            result.samples = self._with_created_zeros(target.url, ts, result.samples, result.created)
+            result.samples = self._with_created_zeros(identity, ts, result.samples, result.created)
         else:
-            result.samples = self._markers_of_failed(target.url, ts)
+            result.samples = self._markers_of_failed(identity, ts)
         up = Sample(
             UP, labels_of({**target.label_dict, "instance": target.url}), 1.0 if result.up else 0.0, ts
         )
@@ -352,9 +265,13 @@ class Scraper:
                 self.limits,
                 limiter=self._limiter,
             )
-        except (TimeoutError, httpx.TimeoutException):  # one read's timeout is the whole deadline too
+        except (TimeoutError, httpx.TimeoutException) as exc:  # one read's timeout is the deadline too
+            exc.__traceback__ = None  # (as below)
             return self._failed(target, f"scrape took longer than scrape_timeout ({self.timeout_s:g}s)")
         except (httpx.HTTPError, ExpositionError, SummaryError, ScrapeLimitError, zlib.error) as exc:
+            # the traceback's frames hold the body and what was parsed of it in a reference cycle with the
+            # worker thread's future: without the traceback they are freed now, not at a full collection
+            exc.__traceback__ = None
             return self._failed(target, str(exc))
         created = _creation_times(parsed, target.label_dict)
         return ScrapeResult(up=True, duplicates=parsed.duplicates, samples=samples, created=created)
@@ -371,44 +288,48 @@ class Scraper:
 
     def _with_created_zeros(
         self,
-        url: str,
+        identity: TargetIdentity,
         ts: int,
         samples: list[Sample],
         created: Callable[[], Mapping[SeriesKey, int]],
     ) -> list[Sample]:
         current = {s[:2]: s for s in reversed(samples)}  # the first of duplicates, as the store keeps
-        seen = self._seen.get(url)
+        seen = self._seen.get(identity)
         if seen is None:  # a first scrape: its series may be older than we are, only _created dates them
-            seen = self._seen[url] = _Seen(ts, current, dict(current))
+            seen = self._seen[identity] = Seen(ts, current, dict(current))
             times = created()
             zeros = []
             for key, s in current.items():
                 if s.name.endswith(COUNTER_SUFFIXES):
-                    seen.label_sets.setdefault(_identity(s), []).append(key)
-                    zero = _zero(s, times.get(key), ts, None) if times else None
+                    seen.label_sets.setdefault(series_identity(s), []).append(key)
+                    zero = zero_sample(s, times.get(key), ts, None) if times else None
                     if zero is not None:
                         zeros.append(zero)
             return zeros + samples if zeros else samples
         back = current.keys() - seen.previous.keys()
         added = (
-            [p for p in (_before(seen, current, current[k], created, ts) for k in back) if p is not None]
+            [
+                p
+                for p in (sample_before(seen, current, current[k], created, ts) for k in back)
+                if p is not None
+            ]
             if back
             else []
         )
         gone = seen.previous.keys() - current.keys()
         if gone:
-            added += _stale_markers((seen.previous[k] for k in gone), ts)
+            added += stale_markers((seen.previous[k] for k in gone), ts)
         seen.last.update(current)
         seen.previous, seen.ts_ms = current, ts
         return added + samples if added else samples
 
-    def _markers_of_failed(self, url: str, ts: int) -> list[Sample]:
+    def _markers_of_failed(self, identity: TargetIdentity, ts: int) -> list[Sample]:
         """A failed scrape: every series of the target's previous scrape is stale from ``ts`` (DESIGN
         "staleness"); the next good scrape finds them absent from the previous one, as after a gap."""
-        seen = self._seen.get(url)
+        seen = self._seen.get(identity)
         if seen is None or not seen.previous:
             return []
-        markers = _stale_markers(seen.previous.values(), ts)
+        markers = stale_markers(seen.previous.values(), ts)
         seen.previous = {}
         return markers
 
@@ -416,7 +337,7 @@ class Scraper:
         if self._metrics is None:
             return
         m = self._metrics
-        m.scrape_duration.labels(target.label_dict.get("deployment_id", "")).observe(seconds)
+        m.scrape_duration.labels("registry" if target.labels else "gateway").observe(seconds)
         m.scrapes.labels("ok" if result.up else "error").inc()
         m.target_up.labels(*_target_key(target)).set(1.0 if result.up else 0.0)
         if result.duplicates:
@@ -424,23 +345,29 @@ class Scraper:
         m.samples_appended.labels("scrape").inc(result.stored)
 
     async def _loop(self, target: Target) -> None:
-        await asyncio.sleep(offset_s(target.url, self.interval_s))
+        """Scrape ``target`` at fixed ticks, as Prometheus does: wall-clock times that are
+        ``offset_s(url)`` past a multiple of ``interval_s``, kept on the event loop's monotonic clock. A
+        scrape woken late does not push the next ones back (the ticks do not drift), and the ticks a
+        scrape overran are skipped (no burst of catch-up scrapes)."""
+        loop, interval = asyncio.get_running_loop(), self.interval_s
+        first = loop.time() + (offset_s(target.url, interval) - time.time()) % interval
+        tick = 0
         while True:
-            started = time.monotonic()
+            await asyncio.sleep(max(0.0, first + tick * interval - loop.time()))
             try:
                 await self.scrape_once(target)
             except Exception:  # a store failure must not kill the loop; it is logged and retried
                 log.exception("storing the scrape of %s failed", redact_url(target.url))
-            await asyncio.sleep(max(0.0, self.interval_s - (time.monotonic() - started)))
+            tick = max(tick + 1, math.ceil((loop.time() - first) / interval))
 
     def set_targets(self, targets: Sequence[Target]) -> None:
         """Start loops for new targets and stop loops of removed ones (call inside the event loop)."""
         gone = self._loops.sync({t: functools.partial(self._loop, t) for t in targets})
         markers: list[Sample] = []
-        for url in {t.url for t in gone} - {t.url for t in targets}:
-            seen = self._seen.pop(url, None)  # re-added later, its series are new again from its first scrape
+        for identity in {target_identity(t) for t in gone} - {target_identity(t) for t in targets}:
+            seen = self._seen.pop(identity, None)  # re-added later, its series are new from its first scrape
             if seen is not None:  # a removed target's series are stale from now (a replica terminated)
-                markers += _stale_markers(seen.previous.values(), wall_clock_ms())
+                markers += stale_markers(seen.previous.values(), wall_clock_ms())
         if markers:
             self._store_soon(SampleBatch.from_samples(markers))
         if self._metrics is not None:

@@ -10,8 +10,10 @@ Recipes (DESIGN "Query semantics"; the store evaluates the per-series part, this
 - COUNTER: per-series INCREASE (resets count, no extrapolation), summed; PER_SECOND / RATIO metrics
   divide by the value set's seconds (REPLICA scope: per replica from its preferred source, as for
   gauges, then the aggregation across replicas).
-- HISTOGRAM: INCREASE of every bucket summed per ``le``, quantiles by PromQL ``histogram_quantile``
-  rules (``quantiles.bucket_quantile``), ``avg`` = increase of ``_sum`` / increase of ``_count``.
+- HISTOGRAM: INCREASE of every bucket summed per ``le`` (views with different bucket layouts merged
+  at the union of their bounds, ``quantiles.merge_layouts``; REPLICA scope: one source per replica),
+  quantiles by PromQL ``histogram_quantile`` rules (``quantiles.bucket_quantile``), ``avg`` = increase
+  of ``_sum`` / increase of ``_count``.
 - By-label metrics map the stored label to the catalog's label sets (``status_code`` 503 -> ``5xx``).
 - Engine ranks (``MetricDef.ranks``): data-parallel ranks are series like any other (they add up);
   tensor / pipeline-parallel copies of one rank are averaged first (``_select``: counted once).
@@ -30,10 +32,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from servemetrics.catalog import CATALOG
-from servemetrics.catalog.model import QUANTILES, Aggregation, Formula, Kind, MetricDef, Scope, Unit
+from servemetrics.catalog.model import Aggregation, Formula, Kind, MetricDef, Scope, Unit
 from servemetrics.labels import PHASE_LABELS, UP
+from servemetrics.query.histograms import VIEW, Buckets, histogram_row, total
 from servemetrics.query.plan import Plan
-from servemetrics.query.quantiles import bucket_quantile, parse_le
 from servemetrics.query.windows import CURRENT_LOOKBACK_MS, Mode
 from servemetrics.store.base import Cell, GroupKey, Reducer, Selection, SelectResult, Store
 
@@ -320,44 +322,36 @@ def _counter(ctx: _Context, metric: MetricDef) -> Rows | None:
     return [[0.0 if v is None and live[i] else v for v in row] for i, row in enumerate(rows)]
 
 
-def _bound(le: str) -> float | None:
-    try:
-        return parse_le(le)
-    except ValueError:
-        return None  # ingest rejects such buckets; never let one stored earlier break a query
-
-
-def _histogram_row(
-    present: list[tuple[float, float]], s: Cell | None, n: Cell | None, width: int
-) -> list[float | None]:
-    """Quantiles and avg of one value set from the ``(bound, increase)`` of the buckets that have data."""
-    if not present:
-        return [None] * width
-    bounds = [b for b, _ in present]
-    cum = [c for _, c in present]
-    row: list[float | None] = [bucket_quantile(float(q), bounds, cum) for q in QUANTILES]
-    total = n.total if n is not None else (cum[-1] if math.isinf(bounds[-1]) else 0.0)
-    row.append(s.total / total if s is not None and total > 0 else None)
-    return row
-
-
 def _histogram(ctx: _Context, metric: MetricDef) -> Rows | None:
-    """Only the buckets with data in a value set take part in it: a bucket layout that another series
-    (or an older version of the same one) used elsewhere in the window must not add empty buckets."""
-    buckets = _select(ctx, metric, metric.name + "_bucket", Reducer.INCREASE, ("le",))
-    if not buckets:
+    """Per value set, the buckets with data there summed per ``le`` when they are of one layout (the
+    usual case, read grouped by ``le`` alone); when layouts differ (a vLLM and an SGLang replica, two
+    engine versions) each view (``histograms.VIEW``) is read at the union of bounds and those add up
+    (``quantiles.merge_layouts``), never a per-``le`` sum of different layouts. Only the buckets with data
+    in a value set take part in it: a bucket layout that another series (or an older version of the same
+    one) used elsewhere in the window must not add empty buckets. REPLICA scope (``baseten_llm_*``): one
+    source per replica (the native series over an engine's adapted one), for the buckets, ``_sum`` and
+    ``_count`` alike, so always read per view."""
+    name, replica = metric.name + "_bucket", metric.scope is Scope.REPLICA
+    coarse = None if replica else Buckets(_select(ctx, metric, name, Reducer.INCREASE, ("le",)))
+    if coarse is not None and not coarse.bounds:
         return None
-    sums = _select(ctx, metric, metric.name + "_sum", Reducer.INCREASE).get(())
-    counts = _select(ctx, metric, metric.name + "_count", Reducer.INCREASE).get(())
-    bounds_keys = sorted(((b, k) for k in buckets if (b := _bound(k[0])) is not None), key=lambda b: b[0])
-    if not bounds_keys:
-        return None
+    fine: Buckets | None = None
+    by = VIEW if replica else ()
+    sums = _select(ctx, metric, metric.name + "_sum", Reducer.INCREASE, by)
+    counts = _select(ctx, metric, metric.name + "_count", Reducer.INCREASE, by)
     out: Rows = []
     for i in range(len(ctx.plan.value_sets)):
-        present = [(b, c.total) for b, k in bounds_keys if (c := buckets[k][i]) is not None]
-        s = sums[i] if sums else None
-        n = counts[i] if counts else None
-        out.append(_histogram_row(present, s, n, len(metric.label_sets)))
+        present = coarse.one_layout(i) if coarse is not None else None
+        keys = None
+        if present is None:
+            if fine is None:
+                fine = Buckets(_select(ctx, metric, name, Reducer.INCREASE, ("le", *VIEW)))
+                if not fine.bounds:
+                    return None
+            present, keys = fine.merged(i, metric)
+        out.append(
+            histogram_row(present, total(sums, i, keys), total(counts, i, keys), len(metric.label_sets))
+        )
     return out
 
 

@@ -14,6 +14,7 @@ from servemetrics.registry._base import RegistryCore
 from servemetrics.registry.events import deployment_context
 from servemetrics.registry.records import (
     AUTOSCALING_RANGES,
+    NULLABLE_AUTOSCALING,
     AutoscalingSettings,
     DeploymentInfo,
     InvalidValue,
@@ -29,15 +30,22 @@ def instance_type_name(gpu_type: str | None, gpu_count: int) -> str:
     return f"{gpu_count}x{gpu_type}" if gpu_type and gpu_count else "CPU"
 
 
-def check_autoscaling(values: Mapping[str, Any]) -> dict[str, int]:
-    """Validate autoscaling fields; return them as ints. Raises InvalidValue naming the bad field."""
-    out: dict[str, int] = {}
+def check_autoscaling(values: Mapping[str, Any]) -> dict[str, int | None]:
+    """Validate autoscaling fields; return them as ints (or None where a field may be null,
+    ``NULLABLE_AUTOSCALING``). Raises InvalidValue naming the bad field."""
+    out: dict[str, int | None] = {}
     for name, value in values.items():
         if name not in AUTOSCALING_RANGES:
             raise InvalidValue(f"unknown autoscaling setting {name!r}; use {', '.join(_AUTOSCALING_FIELDS)}")
         low, high = AUTOSCALING_RANGES[name]
+        if value is None and name in NULLABLE_AUTOSCALING:
+            out[name] = None
+            continue
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise InvalidValue(f"autoscaling setting {name} must be an integer {low}..{high}, not {value!r}")
+            null = " or null" if name in NULLABLE_AUTOSCALING else ""
+            raise InvalidValue(
+                f"autoscaling setting {name} must be an integer {low}..{high}{null}, not {value!r}"
+            )
         out[name] = value
     return out
 
@@ -214,7 +222,8 @@ class Deployments:
         with self._core.write() as conn:
             old = self._must_deployment(model_id, deployment_id, conn).autoscaling.as_dict()
             new = {**old, **values}
-            if new["min_replica"] > new["max_replica"]:
+            low, high = new["min_replica"], new["max_replica"]
+            if low is not None and high is not None and low > high:
                 raise InvalidValue(
                     f"min_replica ({new['min_replica']}) must not exceed max_replica ({new['max_replica']})"
                 )

@@ -11,7 +11,19 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable
 
-from sqlalchemy import BigInteger, Column, Connection, Engine, MetaData, String, Table, insert, select
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    Connection,
+    Engine,
+    MetaData,
+    String,
+    Table,
+    insert,
+    inspect,
+    select,
+    text,
+)
 
 from servemetrics.registry import tables as t
 
@@ -41,11 +53,18 @@ def _trainer_deployments(conn: Connection) -> None:
         table.create(conn, checkfirst=True)
 
 
+def _target_in_flight_tokens(conn: Connection) -> None:
+    """``deployments.target_in_flight_tokens`` (nullable), unless ``_initial`` made it already."""
+    if "target_in_flight_tokens" not in {c["name"] for c in inspect(conn).get_columns("deployments")}:
+        conn.execute(text("ALTER TABLE deployments ADD COLUMN target_in_flight_tokens INTEGER"))
+
+
 MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("0001_initial_tables", _initial),
     ("0002_api_key_pepper", _pepper),
     ("0003_async_requests", _async_requests),
     ("0004_trainer_deployments", _trainer_deployments),
+    ("0005_target_in_flight_tokens", _target_in_flight_tokens),
 ]
 
 

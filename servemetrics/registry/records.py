@@ -39,8 +39,13 @@ AUTOSCALING_RANGES: dict[str, tuple[int, int]] = {
     "scale_down_delay": (0, 3600),
     "concurrency_target": (1, MAX_SETTING),
     "target_utilization_percentage": (1, 100),
+    "target_in_flight_tokens": (1, MAX_SETTING),
 }
-"""Allowed ``(min, max)`` of each autoscaling field; units: replicas, seconds, %."""
+"""Allowed ``(min, max)`` of each autoscaling field; units: replicas, seconds, %, tokens."""
+
+NULLABLE_AUTOSCALING: frozenset[str] = frozenset({"target_in_flight_tokens"})
+"""Autoscaling fields that may be null (unset): ``target_in_flight_tokens`` (platform-facts §4, "early
+access"): null scales on concurrency, a positive int on in-flight tokens (docs/gateway.md)."""
 
 
 @dataclass(frozen=True)
@@ -53,8 +58,9 @@ class AutoscalingSettings:
     scale_down_delay: int = 900
     concurrency_target: int = 1
     target_utilization_percentage: int = 70
+    target_in_flight_tokens: int | None = None
 
-    def as_dict(self) -> dict[str, int]:
+    def as_dict(self) -> dict[str, int | None]:
         """The settings as a plain dict (the API's JSON object)."""
         return asdict(self)
 

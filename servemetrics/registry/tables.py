@@ -125,6 +125,7 @@ deployments = Table(
     Column("scale_down_delay", Integer, nullable=False, default=900),  # seconds
     Column("concurrency_target", Integer, nullable=False, default=1),
     Column("target_utilization_percentage", Integer, nullable=False, default=70),
+    Column("target_in_flight_tokens", Integer, nullable=True),  # tokens; null: scale on concurrency
     Column("request_backpressure_policy", String(20), nullable=True),
     Column("labels", JSON, nullable=True),
 )

@@ -19,8 +19,9 @@ from tests.apptools import org
 from tests.query.helpers import T0, at, series
 
 KEY, INVOKE_KEY, OTHER_KEY = "sm-eng-key", "sm-eng-invoke", "sm-eng-other"
-VLLM = [n for n in CATALOG if n.startswith("vllm:")]
-SGLANG = [n for n in CATALOG if n.startswith("sglang:")]
+LLM = [n for n in CATALOG if n.startswith("baseten_llm_")]  # apply to vLLM and SGLang too (adapted)
+VLLM = [n for n in CATALOG if n.startswith("vllm:") or n in LLM]
+SGLANG = [n for n in CATALOG if n.startswith("sglang:") or n in LLM]
 
 
 def _declarations() -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from servemetrics.api.service import remove_import_spools
 from servemetrics.remote_write import encode_write_request
 from servemetrics.samples import Sample
 from servemetrics.types import labels_of
@@ -52,7 +53,7 @@ def test_remote_write_then_read_back(client):
     )
     assert resp.status_code == 204, resp.text
     assert _summary(client) == [8.0, 0.0, 0.0]
-    own = client.get("/metrics").text
+    own = client.get("/service/metrics").text
     assert 'servemetrics_samples_appended_total{path="remote_write"} 3.0' in own
 
 
@@ -193,3 +194,11 @@ def test_samples_far_in_the_future_are_refused(client):
     params = {"mode": "SUMMARY", "metrics": REQ}
     got = client.get("/v1/models/m1/deployments/d1/metrics", headers=_h(READ), params=params).json()
     assert got["metric_descriptors"] == []
+
+
+def test_a_start_removes_the_import_spools_a_kill_left_and_nothing_else(tmp_path):
+    names = ["import-spool-abc123.om", "import-spool-x.om", "tmpabc.om", "backfill.om", "samples.duckdb"]
+    for name in names:
+        (tmp_path / name).write_text("x")
+    assert remove_import_spools(tmp_path) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["backfill.om", "samples.duckdb", "tmpabc.om"]

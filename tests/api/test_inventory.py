@@ -80,6 +80,17 @@ def test_bad_bodies_are_400(client, path, body, needle):
     assert resp.status_code == 400 and needle in resp.json()["error"]
 
 
+@pytest.mark.parametrize(
+    "instance_type", [{"gpu_count": False}, {"gpu_count": "2"}, {"gpu_count": 1.0}, {"gpu_type": 7}]
+)
+def test_instance_type_fields_are_not_coerced(client, instance_type):
+    client.post("/v1/models", json={"id": "m1", "name": "a"}, headers=h(MANAGE))
+    body = {"id": "d1", "name": "x", "instance_type": instance_type}
+    resp = client.post("/v1/models/m1/deployments", json=body, headers=h(MANAGE))
+    assert resp.status_code == 400 and next(iter(instance_type)) in resp.json()["error"], resp.text
+    assert client.get("/v1/models/m1/deployments/d1", headers=h(MANAGE)).status_code == 404
+
+
 def test_replica_targets_must_be_urls_and_readers_cannot_create(client):
     client.post("/v1/models", json={"id": "m1", "name": "a"}, headers=h(MANAGE))
     client.post("/v1/models/m1/deployments", json={"id": "d1", "name": "x"}, headers=h(MANAGE))

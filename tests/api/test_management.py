@@ -124,6 +124,7 @@ def test_deployments_and_aliases(client: TestClient) -> None:
         "scale_down_delay": 900,
         "concurrency_target": 1,
         "target_utilization_percentage": 70,
+        "target_in_flight_tokens": None,  # the platform's field (early access): unset
     }
     res = client.get(f"{BASE}/deployments/development", headers=MANAGE)
     assert res.status_code == 404 and "no deployment 'development'" in res.json()["error"]
@@ -153,6 +154,34 @@ def test_autoscaling_patch(client: TestClient) -> None:
     assert client.patch(path, headers=MANAGE, json={"speed": 5}).status_code == 400
 
 
+def test_target_in_flight_tokens_is_stored_returned_and_unset_by_null(client: TestClient) -> None:
+    path = f"{BASE}/deployments/d1/autoscaling_settings"
+
+    def tokens() -> object:
+        settings = client.get(f"{BASE}/deployments/d1", headers=MANAGE).json()["autoscaling_settings"]
+        return settings["target_in_flight_tokens"]
+
+    assert (
+        client.patch(path, headers=MANAGE, json={"target_in_flight_tokens": 800}).json()["status"]
+        == "ACCEPTED"
+    )
+    assert tokens() == 800
+    assert client.patch(path, headers=MANAGE, json={"max_replica": 4}).json()["status"] == "ACCEPTED"
+    assert tokens() == 800  # a field left out keeps its value
+    assert (
+        client.patch(path, headers=MANAGE, json={"target_in_flight_tokens": None}).json()["status"]
+        == "ACCEPTED"
+    )
+    assert tokens() is None  # an explicit null unsets it: back to concurrency
+    for bad in (0, -5, "800", 800.0, True):
+        res = client.patch(path, headers=MANAGE, json={"target_in_flight_tokens": bad})
+        error = (
+            f"invalid request: target_in_flight_tokens: must be an integer 1..1000000 or null, not {bad!r}"
+        )
+        assert (res.status_code, res.json()) == (400, {"error": error})
+    assert tokens() is None
+
+
 def test_terminate_replica(client: TestClient) -> None:
     assert client.delete(f"{BASE}/deployments/d1/replicas/r1", headers=MANAGE).json() == {"success": True}
     assert client.get(f"{BASE}/deployments/d1", headers=MANAGE).json()["active_replica_count"] == 0
@@ -166,7 +195,7 @@ def test_environments_create_get_and_conflict(client: TestClient) -> None:
         headers=MANAGE,
         json={"name": "staging", "promotion_settings": {"rolling_deploy": True}},
     )
-    assert res.status_code == 201
+    assert res.status_code == 200  # the platform declares only 200 (platform-facts §4); its SDK wants it
     assert (
         res.json()["name"],
         res.json()["current_deployment"],
@@ -178,6 +207,15 @@ def test_environments_create_get_and_conflict(client: TestClient) -> None:
     assert names == ["production", "staging"]
     prod = client.get(f"{BASE}/environments/production", headers=MANAGE).json()
     assert prod["current_deployment"]["id"] == "d1" and prod["in_progress_promotion"] is None
+    assert prod["instance_type"] == {  # d1's, with the limits we do not know at 0 / null
+        "id": "1xH100",
+        "name": "1xH100",
+        "memory_limit_mib": 0,
+        "millicpu_limit": 0,
+        "gpu_count": 1,
+        "gpu_type": "H100",
+        "gpu_memory_limit_mib": None,
+    }
     assert client.get(f"{BASE}/environments/nope", headers=MANAGE).status_code == 404
     patched = client.patch(
         f"{BASE}/environments/staging",
@@ -369,11 +407,33 @@ def test_environment_min_above_max_is_400_and_good_settings_are_kept(client: Tes
             "request_backpressure_settings": {"policy": None},
         },
     )
-    assert res.status_code == 201
+    assert res.status_code == 200
     settings = res.json()["promotion_settings"]
     assert settings["rolling_deploy"] is True and settings["rolling_deploy_config"]["max_surge_percent"] == 50
     assert settings["rolling_deploy_config"]["rolling_deploy_strategy"] == "REPLICA"
-    assert res.json()["autoscaling_settings"] == {"max_replica": 3}
+    # the environment's max_replica over the platform's defaults (no deployment serves staging)
+    assert res.json()["autoscaling_settings"] == {
+        "min_replica": 0,
+        "max_replica": 3,
+        "autoscaling_window": 60,
+        "scale_down_delay": 900,
+        "concurrency_target": 1,
+        "target_utilization_percentage": 70,
+    }
+    # nothing serves staging: the neutral instance type and the default backpressure policy
+    assert (res.json()["instance_type"], res.json()["request_backpressure_settings"]) == (
+        {
+            "id": "",
+            "name": "",
+            "memory_limit_mib": 0,
+            "millicpu_limit": 0,
+            "gpu_count": 0,
+            "gpu_type": None,
+            "gpu_memory_limit_mib": None,
+        },
+        {"policy": None},
+    )
+    assert res.json()["autoscaling_schedules"] == {"timezone": None, "schedules": [], "applied_state": None}
 
 
 @pytest.mark.parametrize("name", ["a/b", " ", "production ", ".hidden", "e" * 101])

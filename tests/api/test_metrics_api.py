@@ -159,7 +159,7 @@ def test_invoke_key_cannot_read_metrics(client):
 
 def test_own_metrics_count_queries(client):
     get(client, ENV, mode="SUMMARY")
-    text = client.get("/metrics").text
+    text = client.get("/service/metrics").text
     assert 'servemetrics_query_duration_seconds_count{mode="SUMMARY"} 1.0' in text
 
 

@@ -49,8 +49,8 @@ def test_open_service_opens_every_part_and_closes_the_store(tmp_path):
     service = asyncio.run(run())
     assert (tmp_path / "data").is_dir()
     assert store.stats().series == 0  # closed (MemoryStore.close drops everything)
-    targets = scrape_targets(service.registry, (gateway_target(config),))
-    assert [t.url for t in targets] == ["http://127.0.0.1:8321/gateway/metrics", "http://h:1/metrics"]
+    targets = scrape_targets(service.registry, (gateway_target(),))
+    assert [t.url for t in targets] == ["http://gateway.in-process/gateway/metrics", "http://h:1/metrics"]
 
 
 def test_open_service_without_scraper_and_gateway(tmp_path):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from servemetrics.catalog import CATALOG
 from servemetrics.catalog.engine_rows import ENGINE_ROWS
+from servemetrics.catalog.llm import LLM_ROWS
 from servemetrics.catalog.render import markdown_table
 
 SPEC_PANELS = [
@@ -31,8 +32,10 @@ SPEC_PANELS = [
 """The graphs of metrics-dashboard.md, in the page's order."""
 
 
-ENGINE_PANELS = list(dict.fromkeys(m.panel for m in ENGINE_ROWS))
-"""The engine graphs (catalog/engines.py), after the platform's."""
+LLM_PANELS = list(dict.fromkeys(m.panel for m in LLM_ROWS))
+"""The ``baseten_llm_*`` graphs (catalog/llm.py), the LLM group's first, all hidden by default."""
+ENGINE_PANELS = [p for p in dict.fromkeys(m.panel for m in ENGINE_ROWS) if p not in LLM_PANELS]
+"""The engines' own graphs and their derived token speeds (catalog/engines.py)."""
 ENGINE_SHOWN = {
     "vLLM requests",
     "vLLM KV-cache usage",
@@ -54,8 +57,10 @@ def _panels() -> list[str]:
 
 
 def test_panels_follow_the_spec_page_then_the_hidden_ones():
-    assert _panels() == [*SPEC_PANELS, "WebSocket connections", "Pod readiness", *ENGINE_PANELS]
+    hidden = ["WebSocket connections", "Pod readiness", *dict.fromkeys(m.panel for m in ENGINE_ROWS)]
+    assert _panels() == [*SPEC_PANELS, *hidden]  # the Engine group, then the LLM group (baseten_llm_* first)
     assert all(p.startswith(("vLLM ", "SGLang ")) for p in ENGINE_PANELS)
+    assert all(p.startswith("LLM ") for p in LLM_PANELS) and len(LLM_PANELS) == 13
 
 
 def test_metrics_of_one_panel_are_adjacent_and_named_by_legend():
@@ -81,8 +86,13 @@ def test_default_visible_is_the_spec_page_graphs():
     shown = {m.panel for m in CATALOG.values() if m.default_visible}
     hidden = {m.panel for m in CATALOG.values() if not m.default_visible}
     assert shown == set(SPEC_PANELS) | ENGINE_SHOWN
-    assert hidden == {"WebSocket connections", "Pod readiness", *(set(ENGINE_PANELS) - ENGINE_SHOWN)}
-    assert len(hidden) - 2 == 30  # most engine graphs: 40 engine panels, 10 shown
+    assert hidden == {
+        "WebSocket connections",
+        "Pod readiness",
+        *LLM_PANELS,
+        *(set(ENGINE_PANELS) - ENGINE_SHOWN),
+    }
+    assert len(hidden) - 2 == 30 + 13  # most engine graphs (40 engine panels, 10 shown), every LLM graph
     assert len(ENGINE_PANELS) == 40
 
 
@@ -90,10 +100,10 @@ def test_groups_engine_then_llm_after_the_platform():
     groups = list(dict.fromkeys(m.group for m in CATALOG.values()))
     assert groups == ["", "Engine", "LLM"]
     assert {m.name for m in CATALOG.values() if m.group == "LLM"} == {
-        m.name for m in CATALOG.values() if m.derived is not None
+        m.name for m in CATALOG.values() if m.derived is not None or m.name.startswith("baseten_llm_")
     }
     assert all(m.group == "Engine" for m in CATALOG.values() if m.derived is None and ":" in m.name)
-    assert all(m.group == "" for m in CATALOG.values() if ":" not in m.name)
+    assert all(m.group == "" for m in CATALOG.values() if ":" not in m.name and "_llm_" not in m.name)
 
 
 def test_docs_table_shows_the_graph_columns():

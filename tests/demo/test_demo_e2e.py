@@ -3,9 +3,12 @@
 While the demo runs, the test records the demo's child processes (from /proc), waits for the rolling
 promotion's PROMOTED event, and after the promotion reached 100 % (40 s later) queries the environment:
 every default metric and the request, replica, CPU, GPU (and async, when the route exists) metrics are
-non-null, and the SERIES has a value set starting at the PROMOTED event's instant. The trainer (Loops)
-endpoint answers with data for both nodes and their two GPU ranks, and requests with latencies. Then the
-demo must exit 0 on its own and leave none of its children running.
+non-null, and the SERIES has a value set starting at the PROMOTED event's instant. Each deployment's
+engine metrics (d1's replicas expose vLLM's format, d2's SGLang's) shown by default are non-null over
+the run: decode tokens/s (at most 1 / the replica's per-token delay), TTFT, inter-token latency,
+KV-cache usage, running and waiting, and the prefix cache has hits (the load repeats prompts). The
+trainer (Loops) endpoint answers with data for both nodes and their two GPU ranks, and requests with
+latencies. Then the demo must exit 0 on its own and leave none of its children running.
 """
 
 from __future__ import annotations
@@ -34,6 +37,12 @@ REQUIRED = [
     "baseten_gpu_utilization",
     "baseten_gpu_memory_used",
 ]
+ENGINE = {
+    "d1": ("vllm", "kv_cache_usage_perc", "num_requests_running", "num_requests_waiting", 100.0),
+    "d2": ("sglang", "token_usage", "num_running_reqs", "num_queue_reqs", 40.0),
+}
+"""Deployment -> engine prefix, its KV-cache usage, running and waiting gauges, and the most decode
+tokens/s its replicas can stream (1 / 10 ms, 1 / 25 ms between tokens)."""
 ASYNC = [
     "baseten_async_queue_size",
     "baseten_time_in_async_queue_seconds",
@@ -95,6 +104,27 @@ def _check_loops(client: httpx.Client, base: str, window: dict[str, int]) -> Non
     assert m["cpu_usage"] == m["per_node_metrics"][0]["cpu_usage"]  # the leader's
 
 
+def _check_engines(client: httpx.Client, base: str, window: dict[str, int]) -> None:
+    """The shown-by-default engine metrics of each deployment, non-null over the run, through the API."""
+    for dep, (engine, kv, running, waiting, most) in ENGINE.items():
+        names = ["decode_tokens_per_second", "output_tokens_per_second", "time_to_first_token_seconds"]
+        names += ["inter_token_latency_seconds", kv, running, waiting, "prefix_cache_hit_rate"]
+        metrics = [f"{engine}:{n}" for n in names]
+        resp = client.get(
+            f"{base}/v1/models/demo-model/deployments/{dep}/metrics",
+            params={"mode": "SUMMARY", "metrics": metrics, **window},
+        )
+        assert resp.status_code == 200, resp.text
+        body = resp.json()
+        assert [d["name"] for d in body["metric_descriptors"]] == metrics
+        assert _nulls(body) == [], dep
+        got = dict(zip(metrics, body["metric_values"][-1]["values"], strict=True))
+        speed = got[f"{engine}:decode_tokens_per_second"][0]  # {stat: avg} = 1 / mean(ITL)
+        assert 0 < speed <= most, (dep, speed)
+        assert got[f"{engine}:prefix_cache_hit_rate"][0] > 0, dep  # repeated prompts hit
+        assert 0 < got[f"{engine}:{kv}"][0] < 1, dep
+
+
 def test_demo_feeds_every_metric_promotes_and_exits_cleanly(tmp_path):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -143,6 +173,7 @@ def test_demo_feeds_every_metric_promotes_and_exits_cleanly(tmp_path):
         starts = [v["start_epoch_millis"] for v in series["metric_values"]]
         assert promo_ms in starts and starts[0] == started_ms
         _check_loops(client, base, window)
+        _check_engines(client, base, window)
 
         assert proc.wait(timeout=DURATION_S) == 0
     finally:
@@ -152,11 +183,11 @@ def test_demo_feeds_every_metric_promotes_and_exits_cleanly(tmp_path):
             proc.wait()
     out = (tmp_path / "demo.out").read_text()
     assert KEY in out and f"{base}/docs" in out and "stopped every process" in out
-    for title in ("CURRENT", "SUMMARY", "SERIES"):
+    for title in ("CURRENT", "SUMMARY", "SERIES", "ENGINE d1 (vllm format)", "ENGINE d2 (sglang format)"):
         assert out.count(title) >= 2, out  # at start-up and at the end
     # issue 11: the requests the demo's client counted through the rolling promotion (sync by status
     # class, each delivered async request as a 2xx) equal the environment's SUMMARY, exactly
     [line] = [x for x in out.splitlines() if x.startswith("requests counted by the client:")]
     assert line.endswith(": equal"), line
-    assert len(seen) >= 8  # four replicas, two replays, the trainer, the service
+    assert len(seen) >= 7  # four replicas, the DCGM replay, the trainer, the service
     assert [pid for pid in seen if _alive(pid)] == []

@@ -88,7 +88,7 @@ def test_the_load_mix_builds_valid_and_bad_bodies():
 
 
 def test_the_demo_config_declares_the_trainer(tmp_path):
-    topo = make_topology(8321, [9001, 9002, 9003, 9004, 9005, 9006, 9007])
+    topo = make_topology(8321, [9001, 9002, 9003, 9004, 9005, 9006])
     (loops,) = service_config(topo, tmp_path, "k")["loops"]
     assert loops["id"] == TRAINER and loops["sampler"] == {"model": "demo-model", "deployment": "d1"}
     leader, worker = loops["nodes"]
@@ -99,7 +99,7 @@ def test_the_demo_config_declares_the_trainer(tmp_path):
         "pod_b",
     )
     assert [t["kind"] for t in leader["targets"]] == ["dcgm", "kubelet", "kubelet_summary", "requests"]
-    assert leader["targets"][3]["url"] == "http://127.0.0.1:9007/metrics"
+    assert leader["targets"][3]["url"] == "http://127.0.0.1:9006/metrics"
 
 
 @pytest.fixture(scope="module")

@@ -56,15 +56,15 @@ def test_all_three_modes_over_http(running, metrics_response_validator):
     base, replica, _ = running
     t0 = int(time.time() * 1000)
     scrapes_after(base, t0)  # a baseline scrape before any request
-    wait_for_scrapes(base, 1, deployment_id="d1")
+    wait_for_scrapes(base, 1, source="registry")
     t1 = int(time.time() * 1000)
     scrapes_after(base, t1)
     httpx.post(f"{replica}/observe", params={"status": "200", "seconds": "0.3", "count": "6"})
     httpx.post(f"{replica}/observe", params={"status": "503", "seconds": "4", "count": "2"})
     t2 = int(time.time() * 1000)
-    wait_for_scrapes(base, 2, deployment_id="d1")  # the second one started after the observations
+    wait_for_scrapes(base, 2, source="registry")  # the second one started after the observations
     scrapes_after(base, t2)
-    wait_for_scrapes(base, 1, deployment_id="d1")
+    wait_for_scrapes(base, 1, source="registry")
     end = int(time.time() * 1000)
     params = {
         "start_epoch_millis": t0 - 60_000,
@@ -111,7 +111,7 @@ def test_all_three_modes_over_http(running, metrics_response_validator):
 
 def test_own_metrics_show_scrapes(running):
     base, _, _ = running
-    text = httpx.get(f"{base}/metrics").text
+    text = httpx.get(f"{base}/service/metrics").text
     assert 'servemetrics_scrapes_total{result="ok"}' in text
     ok = [line for line in text.splitlines() if line.startswith('servemetrics_scrapes_total{result="ok"}')]
     assert float(ok[0].split()[-1]) >= 2

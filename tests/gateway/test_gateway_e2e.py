@@ -82,14 +82,19 @@ def svc(tmp_path_factory) -> Iterator[Service]:
             stop(p)
 
 
-def _families(base: str) -> dict[str, list]:
-    text = httpx.get(f"{base}/gateway/metrics").text
-    return {f.name: f.samples for f in text_string_to_metric_families(text)}
+def _families(base: str, keys: tuple[str, ...] = (MANAGE, OTHER)) -> dict[str, list]:
+    """The gateway's families as ``keys`` read them (one per organization: each sees its own models)."""
+    out: dict[str, list] = {}
+    for key in keys:
+        text = httpx.get(f"{base}/gateway/metrics", headers=_auth(key)).text
+        for f in text_string_to_metric_families(text):
+            out.setdefault(f.name, []).extend(f.samples)
+    return out
 
 
-def gauge(base: str, name: str) -> dict[str, float]:
-    """deployment id -> value of a gateway gauge."""
-    return {s.labels["deployment_id"]: s.value for s in _families(base).get(name, [])}
+def gauge(base: str, name: str, keys: tuple[str, ...] = (MANAGE, OTHER)) -> dict[str, float]:
+    """deployment id -> value of a gateway gauge, as ``keys`` read them."""
+    return {s.labels["deployment_id"]: s.value for s in _families(base, keys).get(name, [])}
 
 
 def hist_sum_count(base: str, name: str, dep: str) -> tuple[float, float]:
@@ -168,7 +173,8 @@ def _set_policy(base: str, dep: str, policy: str | None) -> None:
         headers=_auth(MANAGE),
         json={"policy": policy},
     )
-    assert r.status_code == 200 and r.json() == {"request_backpressure_settings": {"policy": policy}}, r.text
+    assert r.status_code == 200, r.text
+    assert r.json() == {"policy": policy, "request_backpressure_settings": {"policy": policy}}
 
 
 def test_reject_on_full_answers_429_with_retry_after(svc):
@@ -250,7 +256,7 @@ def test_auth_tenancy_and_the_host_form(svc):
 def test_request_counts_reach_the_metrics_api(svc):
     base = svc[0]
     since = int(time.time() * 1000) - 60_000
-    wait_for_scrapes(base, 2, deployment_id="")  # earlier tests' requests reach the store before the baseline
+    wait_for_scrapes(base, 2, source="gateway")  # earlier tests' requests reach the store before the baseline
     before = _summary(base, since)
     path = "/v1/models/m1/environments/staging/predict"
     codes = [predict(base, path, status=s, tokens=1).status_code for s in (200, 200, 200, 500, 500, 422)]

@@ -89,7 +89,7 @@ def _auth(key: str) -> dict[str, str]:
 
 
 def _samples(url: str, name: str) -> list:
-    text = httpx.get(url, timeout=10).text
+    text = httpx.get(url, headers=_auth(MANAGE), timeout=10).text
     return [s for f in text_string_to_metric_families(text) for s in f.samples if s.name == name]
 
 
@@ -111,7 +111,7 @@ def _caught_up(base: str, answered: float) -> None:
     """Wait until the gateway's counters show ``answered`` 2xx requests, then until two more scrapes of
     ``/gateway/metrics`` completed: the second of them started after those counters were final."""
     wait_until(lambda: _gateway_2xx(base) == answered, f"the gateway counting {answered} requests")
-    wait_for_scrapes(base, 2, deployment_id="")
+    wait_for_scrapes(base, 2, source="gateway")
 
 
 def _requests(base: str, n: int) -> int:
@@ -156,7 +156,7 @@ def test_c14_requests_during_a_rolling_promotion_are_all_counted(base: str) -> N
     # a scrape that started after the window start, before the first counted request: the pair that
     # straddles the start holds no request, so spreading deltas over their pairs (rule 5) moves none of
     # the counted requests out of the window
-    wait_for_scrapes(base, 2, deployment_id="")
+    wait_for_scrapes(base, 2, source="gateway")
     counted = _requests(base, 10)
     _control(base, "promote", {"deployment_id": "d2", "percent": 50})
     counted += _requests(base, 40)  # new children: d1 promoting (old phase still exposed), d2 promoting

@@ -69,6 +69,26 @@ def test_desired_replicas(concurrency, settings, expected):
     assert desired_replicas(concurrency, settings) == expected
 
 
+_TOKENS = AutoscalingSettings(
+    min_replica=1, max_replica=10, target_utilization_percentage=80, target_in_flight_tokens=1000
+)
+
+
+@pytest.mark.parametrize(
+    ("concurrency", "settings", "tokens", "expected"),
+    [
+        (0, _TOKENS, 2400.0, 3),  # 2400 tokens / (1000 x 80 %) = 3, whatever the concurrency
+        (9, _TOKENS, 1600.0, 2),  # exactly 2 (not 3 from float error); concurrency 9 would ask 10
+        (0, _TOKENS, 0.0, 1),  # no load: min_replica
+        (0, _TOKENS, 50_000.0, 10),  # 62.5 clamped to max_replica
+        (4, _TOKENS, None, 5),  # no token series: concurrency 4 / (1 x 80 %) = 5
+        (2, AutoscalingSettings(max_replica=10, target_utilization_percentage=100), 5000.0, 2),  # unset
+    ],
+)
+def test_desired_replicas_on_in_flight_tokens(concurrency, settings, tokens, expected):
+    assert desired_replicas(concurrency, settings, tokens) == expected
+
+
 def test_serving_weights_follow_the_timeline_and_the_percent():
     s = Serving(((0, frozenset({"d1"})), (1000, frozenset({"d1", "d2"}))), "d2", "d1", 30)
     assert s.weights(999) == [("d1", 1.0)]

@@ -156,6 +156,19 @@ def test_engine_alias_new_name_beats_old():
     )
 
 
+def test_llm_rules_add_constant_labels_and_yield_to_the_native_series():
+    """Running and waiting requests are ``state`` children of ``baseten_llm_num_requests`` (``or`` keeps
+    both: their label sets differ), recorded only where the replica has no native series."""
+    rule = _rule("llm", "baseten_llm_num_requests", "vllm")
+    state = 'label_replace(vllm:num_requests_{0} < Inf > -Inf, "state", "{0}", "", "")'
+    running = f"max without ({WITHOUT}) ({state.format('running')})"
+    waiting = f"max without ({WITHOUT}) ({state.format('waiting')})"
+    native = f"max without ({WITHOUT}) (sm_exposed:baseten_llm_num_requests < Inf > -Inf)"
+    assert rule.expr == f"({running} or {waiting}) unless on (model_id, deployment_id, replica) ({native})"
+    kept = Rule("x", "t", "s", {"a": "a"}, constant=(("state", "on"),))
+    assert operand(kept) == f'max by (a, state, {BY}) (label_replace(x < Inf > -Inf, "state", "on", "", ""))'
+
+
 def test_matchers_escape_and_odd_names_use_the_name_matcher():
     rule = Rule("a.b", "t", "s", {}, (LabelMatch("path", 'a\\d"x'),))
     assert operand(rule) == f'max by ({BY}) ({{__name__="a.b",path=~"a\\\\d\\"x"}} < Inf > -Inf)'

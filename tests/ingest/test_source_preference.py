@@ -11,11 +11,12 @@ from servemetrics.ingest.adapters import ADAPTERS
 
 
 def _preferences(name: str) -> dict[str, set[int]]:
-    """``source`` -> the preferences of the table's rules that make canonical ``name``."""
+    """``source`` -> the preferences of the table's rules that make canonical ``name`` (a histogram's
+    ``_bucket`` / ``_sum`` / ``_count``)."""
     out: dict[str, set[int]] = {}
     for rules in ADAPTERS.values():
         for rule in rules:
-            if rule.target == name:
+            if rule.target in (name, *(name + suffix for suffix in ("_bucket", "_sum", "_count"))):
                 out.setdefault(rule.source, set()).add(rule.preference)
     return out
 
@@ -35,7 +36,7 @@ def test_adapter_preferences_follow_the_catalog_source_order() -> None:
             query_prefers = metric.source_rank(a) < metric.source_rank(b)
             assert query_prefers == (one[a] > one[b]), (metric.name, a, b, one)
         checked += 1
-    assert checked == 2  # CPU and working set
+    assert checked == 2 + 13  # CPU and working set; the 13 stored baseten_llm_* rows (native first)
 
 
 def test_container_order() -> None:

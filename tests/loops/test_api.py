@@ -189,11 +189,39 @@ def test_list_shows_the_organizations_trainers_with_nodes_and_sampler(client):
     body = client.get("/v1/loops/deployments", headers={"Authorization": f"Api-Key {KEY}"}).json()
     assert [d["id"] for d in body["deployments"]] == ["t1", "t2"]
     t1 = body["deployments"][0]
-    assert t1["sampler"] == {
+    dep = client.get("/v1/models/m1/deployments/sampler-d1", headers={"Authorization": f"Api-Key {KEY}"})
+    sampler = t1["sampler"]
+    assert (sampler.pop("created_at"), sampler.pop("instance_type")["name"]) == (
+        dep.json()["created_at"],
+        dep.json()["instance_type_name"],
+    )
+    assert sampler == {
+        "id": "sampler-d1",
+        "base_url": "",
+        "base_model": "",
         "model_id": "m1",
         "deployment_id": "sampler-d1",
+        "status": {"name": dep.json()["status"]},
+        "user": {"email": None},
         "metrics_url": "/v1/models/m1/deployments/sampler-d1/metrics",
     }
+    assert (t1["status"], t1["user"], t1["base_model"], t1["base_url"], t1["node_count"]) == (
+        {"name": "CREATED"},
+        {"email": None},
+        "",
+        "",
+        2,
+    )
+    assert t1["instance_type"] == {
+        "id": "",
+        "name": "",
+        "memory_limit_mib": 0,
+        "millicpu_limit": 0,
+        "gpu_count": 2,  # the leader's two declared ranks
+        "gpu_type": None,
+        "gpu_memory_limit_mib": None,
+    }
+    assert body["deployments"][1]["sampler"] is None
     assert t1["metrics_url"] == URL
     assert [(n["node_id"], n["role"], n["gpu_ranks"]) for n in t1["nodes"]] == [
         ("leader-0", "leader", [0, 1]),
@@ -204,6 +232,20 @@ def test_list_shows_the_organizations_trainers_with_nodes_and_sampler(client):
     assert [d["id"] for d in scoped["deployments"]] == ["t1"]  # t2 has no sampler model in scope
     other = client.get("/v1/loops/deployments", headers={"Authorization": f"Api-Key {OTHER_ORG}"}).json()
     assert [d["id"] for d in other["deployments"]] == ["tx"]
+    tx = other["deployments"][0]["sampler"]  # a model without a deployment: no status to report
+    assert (tx["id"], tx["deployment_id"], tx["status"], tx["metrics_url"]) == (
+        "mx",
+        None,
+        {"name": "UNKNOWN"},
+        None,
+    )
+    org_wide = client.get("/v1/loops/deployments?scope=org", headers={"Authorization": f"Api-Key {KEY}"})
+    assert (
+        org_wide.json()
+        == client.get("/v1/loops/deployments", headers={"Authorization": f"Api-Key {KEY}"}).json()
+    )
+    bad = client.get("/v1/loops/deployments?scope=me", headers={"Authorization": f"Api-Key {KEY}"})
+    assert (bad.status_code, bad.json()) == (400, {"error": "scope must be 'org' or left out, not 'me'"})
 
 
 def test_the_sampler_model_links_back_to_its_trainers(client):
@@ -211,7 +253,8 @@ def test_the_sampler_model_links_back_to_its_trainers(client):
     body = client.get("/v1/models/m1/loops_deployments", headers=headers).json()
     assert [d["id"] for d in body["deployments"]] == ["t1"]
     assert client.get("/v1/models/m9/loops_deployments", headers=headers).json() == {"deployments": []}
-    assert client.get("/v1/loops/deployments/t1", headers=headers).json()["sampler"]["model_id"] == "m1"
+    one = client.get("/v1/loops/deployments/t1", headers=headers).json()
+    assert list(one) == ["deployment"] and one["deployment"]["sampler"]["model_id"] == "m1"
 
 
 def test_openapi_documents_the_per_rank_shape_and_the_body(client):
@@ -362,12 +405,11 @@ def test_the_metrics_post_takes_no_query_parameters(client):
 @pytest.mark.parametrize(
     "path", ["/v1/loops/deployments", "/v1/loops/deployments/t1", "/v1/models/m1/loops_deployments"]
 )
-def test_the_listing_routes_take_no_query_parameters(client, path):
+def test_the_listing_routes_take_no_query_parameters_but_scope(client, path):
     resp = client.get(path, params={"bogus": "1"}, headers={"Authorization": f"Api-Key {KEY}"})
     assert resp.status_code == 400
-    assert resp.json() == {
-        "error": "unknown query parameter(s): bogus; this endpoint takes no query parameters"
-    }
+    takes = "scope" if path == "/v1/loops/deployments" else "no query parameters"  # the platform's scope
+    assert resp.json() == {"error": f"unknown query parameter(s): bogus; this endpoint takes {takes}"}
 
 
 def test_a_long_unknown_trainer_id_is_cut_in_the_404(client):

@@ -32,7 +32,7 @@ def _samples() -> list[Sample]:
         # platform series only: no engine
         *series("baseten_replicas_active", [(0, 2)], deployment_id="d4"),
         # a BIS-LLM-style engine (baseten_llm_* itself), another model
-        *series("baseten_llm_num_requests", [(0, 6)], model_id="m2", deployment_id="e1"),
+        *series("baseten_llm_in_flight_tokens", [(0, 6)], model_id="m2", deployment_id="e1"),
         # another model's vLLM: never m1's
         *series("vllm:num_requests_running", [(0, 1)], model_id="m2", deployment_id="e2", source="vllm"),
     ]
@@ -77,21 +77,32 @@ class Counting:
 def test_cache_answers_until_the_ttl_then_asks_the_store_again(store):
     counting = Counting(store)
     cache = EngineCache()
-    markers = sum(len(names) for names in MARKERS.values())  # 2 + 2 + 2 + 3 = 9 lookups per refresh
-    assert markers == 9
+    markers = sum(len(names) for names in MARKERS.values())  # 2 + 2 + 2 + 2 = 8 lookups per refresh
+    assert markers == 8
     first = cache.get(counting, "m1", T0)
-    assert counting.calls == 9 and "d4" not in first.deployments
+    assert counting.calls == 8 and "d4" not in first.deployments
     # d4 starts exposing SGLang: not seen while the answer is younger than the TTL (2 min)
     store.append(SampleBatch.from_samples(series("sglang:num_running_reqs", [(30, 1)], deployment_id="d4")))
     assert DETECTION_TTL_MS == 120_000
     assert cache.get(counting, "m1", T0 + 119_999) is first
-    assert counting.calls == 9
+    assert counting.calls == 8
     fresh = cache.get(counting, "m1", T0 + 120_000)
-    assert counting.calls == 18
+    assert counting.calls == 16
     assert fresh.deployments["d4"] == ("sglang",) and fresh.checked_at_ms == T0 + 120_000
     # per model: m2 has its own entry
     cache.get(counting, "m2", T0 + 120_000)
-    assert counting.calls == 27
+    assert counting.calls == 24
     # a clock that went back (now before the answer) refreshes rather than trusting a future answer
     cache.get(counting, "m1", T0)
-    assert counting.calls == 36
+    assert counting.calls == 32
+
+
+def test_no_bis_llm_marker_is_adapted_from_an_engine():
+    """A vLLM or SGLang replica also holds ``baseten_llm_*`` series adapted from its own: none of them may
+    be a BIS-LLM marker, or every engine deployment would read as BIS-LLM-style too."""
+    from servemetrics.catalog.detection import MARKERS
+    from servemetrics.ingest.adapters.llm import NOT_DERIVED, RULES
+
+    adapted = {rule.target for rule in RULES}
+    assert MARKERS["bis_llm"] == ("baseten_llm_in_flight_tokens", "baseten_llm_avg_in_flight_tokens")
+    assert set(MARKERS["bis_llm"]) <= set(NOT_DERIVED) and not set(MARKERS["bis_llm"]) & adapted

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import delete, inspect, select, text
 
 from servemetrics.registry import Conflict, InvalidValue, NotFound, Registry
 from servemetrics.registry import tables as t
-from servemetrics.registry.migrations import MIGRATIONS, applied, migrate
+from servemetrics.registry.migrations import MIGRATIONS, applied, migrate, schema_migrations
 
 D1, D2, D3 = frozenset({"d1"}), frozenset({"d2"}), frozenset({"d3"})
 NOTHING: frozenset[str] = frozenset()
@@ -22,6 +22,19 @@ def test_migrations_are_recorded_and_idempotent(registry: Registry) -> None:
     assert migrate(registry.engine) == []
     Registry(registry.engine)  # constructing again migrates nothing and keeps the pepper
     assert len(applied(registry.engine)) == len(MIGRATIONS)
+
+
+def test_target_in_flight_tokens_migration_adds_the_column_to_an_older_schema(registry: Registry) -> None:
+    """A registry made before 0005 (no ``deployments.target_in_flight_tokens``) gets the column, null."""
+    with registry.engine.begin() as conn:
+        conn.execute(text("ALTER TABLE deployments DROP COLUMN target_in_flight_tokens"))
+        conn.execute(
+            delete(schema_migrations).where(schema_migrations.c.name == "0005_target_in_flight_tokens")
+        )
+    assert migrate(registry.engine) == ["0005_target_in_flight_tokens"]
+    columns = {c["name"] for c in inspect(registry.engine).get_columns("deployments")}
+    assert "target_in_flight_tokens" in columns
+    assert migrate(registry.engine) == []
 
 
 def test_keys_are_stored_hashed_and_authenticate(seeded: Registry) -> None:
@@ -81,6 +94,7 @@ def test_lookups_are_scoped_to_organization_and_model(seeded: Registry) -> None:
             "scale_down_delay": 900,
             "concurrency_target": 1,
             "target_utilization_percentage": 70,
+            "target_in_flight_tokens": None,
         }
     )
 

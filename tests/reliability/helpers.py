@@ -4,6 +4,7 @@ count of stored samples read from the store's files after the service stopped.""
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,9 +31,20 @@ WRITE_HEADERS = {"Authorization": f"Bearer {KEY}", "Content-Type": "application/
 
 @contextlib.contextmanager
 def service(tmp: Path, **more: Any) -> Iterator[str]:
-    """`servemetrics serve` with model m1 (deployment d1) of acme and m2 (x1) of other, both promoted to
-    production, remote_write bodies up to 512 MiB, and ``more`` config sections; yields its base URL
-    and stops it at the end."""
+    """`servemetrics serve` over ``configure(tmp, **more)``; yields its base URL and stops it at the end."""
+    base = configure(tmp, **more)
+    proc = start_service(tmp)
+    try:
+        wait_http(f"{base}/healthz")
+        yield base
+    finally:
+        stop(proc)
+
+
+def configure(tmp: Path, **more: Any) -> str:
+    """``tmp / "servemetrics.yaml"`` for `servemetrics serve` (``start_service``) on a free port, data in
+    ``tmp / "data"``: model m1 (deployment d1) of acme and m2 (x1) of other, both promoted to production,
+    remote_write bodies up to 512 MiB, and ``more`` config sections. Returns the service's base URL."""
     port = free_port()
     orgs = [
         {"name": "acme", "api_keys": [{"key": KEY, "type": "WORKSPACE_MANAGE_ALL"}]},
@@ -44,13 +56,7 @@ def service(tmp: Path, **more: Any) -> Iterator[str]:
     ]
     limits = {"remote_write_body_bytes": "512MiB", **more.pop("limits", {})}
     write_service_config(tmp, port, orgs, models, limits=limits, **more)
-    proc = start_service(tmp)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        wait_http(f"{base}/healthz")
-        yield base
-    finally:
-        stop(proc)
+    return f"http://127.0.0.1:{port}"
 
 
 def gpu_body(series: int, per_series: int, prefix: str, model: str = "m1", dep: str = "d1") -> bytes:
@@ -74,8 +80,8 @@ def gpu_body(series: int, per_series: int, prefix: str, model: str = "m1", dep: 
 
 
 def own_metric(base: str, name: str) -> float:
-    """The value of the service's own sample ``name`` (no labels) on its ``/metrics``."""
-    text = httpx.get(f"{base}/metrics", timeout=10).text
+    """The value of the service's own sample ``name`` (no labels) on its ``/service/metrics``."""
+    text = httpx.get(f"{base}/service/metrics", timeout=10).text
     found = [s.value for f in text_string_to_metric_families(text) for s in f.samples if s.name == name]
     assert len(found) == 1, name
     return found[0]
@@ -99,3 +105,25 @@ def stored_samples(tmp: Path, name: str, model_id: str) -> int:
         con.close()
     assert head is not None and sealed is not None
     return int(head[0]) + int(sealed[0])
+
+
+def head_values(tmp: Path, name: str, model_id: str) -> tuple[dict[tuple[str, int], float], int]:
+    """The samples of series ``name`` of ``model_id`` in the stopped (or killed) service's ``head``, as
+    {(value of the ``gpu`` label, ts ms): value}, and how many of its samples are sealed in ``chunks``."""
+    path = tmp / "data" / STORE_FILE
+    con = connect(path, path.with_name(f"{path.stem}.head{path.suffix}"))
+    try:
+        where = "s.name = ? AND s.model_id = ?"
+        rows = con.execute(
+            f"SELECT s.labels, h.ts, h.value FROM {HEAD_DB}.head h JOIN series s ON h.series_id = s.id "
+            f"WHERE {where} AND h.ts >= coalesce((SELECT value FROM meta WHERE key = 'sealed_until'), 0)",
+            [name, model_id],
+        ).fetchall()
+        sealed = con.execute(
+            f"SELECT coalesce(sum(c.n), 0) FROM chunks c JOIN series s ON c.series_id = s.id WHERE {where}",
+            [name, model_id],
+        ).fetchone()
+    finally:
+        con.close()
+    assert sealed is not None
+    return {(dict(json.loads(labels))["gpu"], int(ts)): float(v) for labels, ts, v in rows}, int(sealed[0])

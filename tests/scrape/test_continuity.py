@@ -11,7 +11,7 @@ import anyio
 import httpx
 import pytest
 
-from servemetrics.ingest.scraper import Scraper, Target
+from servemetrics.ingest.scraper import Scraper, Target, target_identity
 from servemetrics.store.base import Cell, Reducer, Selection, Store, ValueSet
 from servemetrics.store.memory import MemoryStore
 from servemetrics.types import labels_of
@@ -167,9 +167,9 @@ def test_a_removed_target_is_forgotten_a_relabelled_one_kept() -> None:
             scraper.set_targets([STABLE])
             await scraper.scrape_once(STABLE, at(0))
             scraper.set_targets([PROMOTING])
-            assert URL in scraper._seen
+            assert target_identity(STABLE) == target_identity(PROMOTING) in scraper._seen
             scraper.set_targets([])
-            assert URL not in scraper._seen
+            assert target_identity(STABLE) not in scraper._seen
             await scraper.stop()
 
     anyio.run(go)

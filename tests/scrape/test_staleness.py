@@ -11,13 +11,14 @@ from collections.abc import Sequence
 import anyio
 import httpx
 
-from servemetrics.ingest.scraper import Scraper
+from servemetrics.ingest.scraper import Scraper, Target
 from servemetrics.query.execute import execute
 from servemetrics.query.plan import build_plan
 from servemetrics.query.windows import Mode
 from servemetrics.samples import STALE_NAN
 from servemetrics.store.base import Reducer, Selection, Store, ValueSet
 from servemetrics.store.memory import MemoryStore
+from servemetrics.types import labels_of
 from tests.query.helpers import T0, at, wire
 from tests.scrape.answers import D1, summary
 from tests.scrape.test_continuity import REQS, STABLE
@@ -87,6 +88,29 @@ def test_a_removed_target_leaves_current_at_once() -> None:
     scrape(store, [(0, 200, f"{GAUGE} 4\n")], remove_after=True)
     ((_, values),) = [(k, s.values) for k, s in store._series.items() if k[0] == CONCURRENCY]
     assert values[0] == 4.0 and math.isnan(values[1]) and len(values) == 2
+
+
+def test_two_targets_of_one_url_do_not_mark_each_others_series_stale() -> None:
+    """Two replicas listing one exporter (one node's DCGM exporter): one URL, two targets. Each target's
+    series are remembered apart (``target_identity``), so scraping one never makes the other's stale:
+    CURRENT between their scrapes is 4 + 4 = 8, not the 4 of whichever was scraped last."""
+    other = Target(STABLE.url, labels_of({**STABLE.label_dict, "replica": "r2"}))
+    store = MemoryStore()
+
+    async def go() -> None:
+        answer = httpx.Response(200, text=f"{GAUGE} 4\n", headers={"content-type": "text/plain"})
+        async with httpx.AsyncClient(transport=httpx.MockTransport(lambda _r: answer)) as client:
+            scraper = Scraper(client, store.append, interval_s=3600)
+            scraper.set_targets([STABLE, other])
+            for seconds, target in ((0, STABLE), (5, other), (15, STABLE), (20, other)):
+                assert (await scraper.scrape_once(target, at(seconds))).up
+            await scraper.stop()
+
+    anyio.run(go)
+    values = [v for k, series in store._series.items() if k[0] == CONCURRENCY for v in series.values]
+    assert values == [4.0] * 4  # no stale marker among them
+    assert current(store, 10) == 8.0
+    assert current(store, 25) == 8.0
 
 
 def test_a_series_back_after_its_marker_has_a_value_again(store: Store) -> None:

@@ -79,6 +79,8 @@ ROUTES = [
     Route("GET", "/v1/loops/deployments/t1", "read_trainer", 200),
     Route("POST", "/v1/loops/deployments/t1/metrics", "read_trainer", 200, body={}),
     Route("GET", "/v1/service_discovery/targets", "read_org", 200),
+    Route("GET", "/metrics", "read_org", 200),  # the export (docs/export.md): once per caller, under 6/min
+    Route("GET", "/gateway/metrics", "read_org", 200),
     # inference: production serves d2, which has no replica, so a permitted call is the gateway's 503
     Route("POST", f"{M}/environments/production/predict", "invoke", 503, body={}),
     Route("POST", f"{M}/deployment/d2/predict", "invoke", 503, body={}),
@@ -101,7 +103,7 @@ ROUTES = [
     ),
     Route("PATCH", f"{M}/deployments/d1/autoscaling_settings", "manage", 200, body={"min_replica": 0}),
     Route("PATCH", f"{M}/deployments/d1/request_backpressure_settings", "manage", 200, body={"policy": None}),
-    Route("POST", f"{M}/environments", "manage", 201, body={"name": "staging"}),
+    Route("POST", f"{M}/environments", "manage", 200, body={"name": "staging"}),
     Route("PATCH", f"{M}/environments/staging", "manage", 200, body={"promotion_settings": {}}),
     Route("POST", f"{M}/environments/staging/promote", "manage", 200, body={"deployment_id": "d1"}),
     Route("POST", f"{M}/environments/production/pause_promotion", "manage", 409),

@@ -10,6 +10,7 @@ import logging
 
 import pytest
 from fastapi.testclient import TestClient
+from prometheus_client import generate_latest
 
 from servemetrics.api.series_limit import ActiveSeries
 from servemetrics.remote_write import encode_write_request
@@ -103,8 +104,10 @@ def test_new_series_beyond_the_organizations_limit_are_refused(app, caplog) -> N
     # 200, 201, 202 are the 3 active series; 203, 204, 205 refused; 200 twice at ts 0 is one sample
     assert sorted(dict(lab)["status_code"] for (_name, lab) in store._series) == ["200", "201", "202"]
     assert _samples(store) == 3
-    own = client.get("/metrics").text
+    own = generate_latest(client.app.state.service.metrics.registry).decode()  # tenant labels: in-process
     assert 'servemetrics_series_limit_refused_samples_total{organization="acme"} 3.0' in own
+    public = client.get("/service/metrics").text  # the organization summed away
+    assert "servemetrics_series_limit_refused_samples_total 3.0" in public and "acme" not in public
     (line,) = [r.getMessage() for r in caplog.records]  # once a minute: the third write is not logged
     assert line.startswith(
         "organization acme is at its limit of 3 active series (limits.series_per_organization); refused 2 "

@@ -21,18 +21,19 @@ import anyio
 import httpx
 import pytest
 
+from servemetrics.ingest.exposition import PARSE_CHUNK
 from servemetrics.ingest.scrape_limits import ScrapeLimits
 from servemetrics.ingest.scraper import Scraper, ScrapeResult, Target
 from servemetrics.store.memory import MemoryStore
 from tests.scrape.test_scraper import LABELS, T0, Exporter
 
-GAUGE = "# TYPE vllm:num_requests_running gauge\n"
+GAUGE = "# TYPE vllm:kv_cache_usage_perc gauge\n"
 MiB = 1 << 20
 
 
 def _series(n: int, **labels: str) -> bytes:
     extra = "".join(f',{k}="{v}"' for k, v in labels.items())
-    return (GAUGE + "".join(f'vllm:num_requests_running{{i="{i}"{extra}}} {i}\n' for i in range(n))).encode()
+    return (GAUGE + "".join(f'vllm:kv_cache_usage_perc{{i="{i}"{extra}}} {i}\n' for i in range(n))).encode()
 
 
 def _scrape(store: MemoryStore, url: str, ts: int, timeout_s: float = 10.0, **limits: int) -> ScrapeResult:
@@ -108,8 +109,8 @@ def test_a_body_over_body_size_limit_fails_the_scrape_and_marks_the_old_series(e
     )
     assert [s for s in _stored(store) if s[2] == T0 + 15_000] == [
         ("up", 0.0, T0 + 15_000),
-        ("vllm:num_requests_running", "stale", T0 + 15_000),
-        ("vllm:num_requests_running", "stale", T0 + 15_000),
+        ("vllm:kv_cache_usage_perc", "stale", T0 + 15_000),
+        ("vllm:kv_cache_usage_perc", "stale", T0 + 15_000),
     ]
     assert len(_stored(store)) == 6  # the first scrape's 2 + up, the second's 2 markers + up
 
@@ -152,7 +153,20 @@ def test_sample_limit(exporter: Exporter) -> None:
     assert first.up
     assert result.error == _where(exporter) + "sample_limit exceeded: 11 samples, the limit is 10"
     stored = [s for s in _stored(store) if s[2] == T0 + 15_000]
-    assert stored == [("up", 0.0, T0 + 15_000)] + [("vllm:num_requests_running", "stale", T0 + 15_000)] * 10
+    assert stored == [("up", 0.0, T0 + 15_000)] + [("vllm:kv_cache_usage_perc", "stale", T0 + 15_000)] * 10
+
+
+def test_a_scrape_over_sample_limit_stops_parsing_after_the_first_piece_over_it(exporter: Exporter) -> None:
+    """5,000 gauges, sample_limit 1,000: the first piece of ``PARSE_CHUNK`` (1,024) lines is over it, so
+    the scrape fails there, the other 3,976 lines never parsed."""
+    assert PARSE_CHUNK == 1024
+    exporter.body = _series(5000)
+    store = MemoryStore()
+    result = _scrape(store, exporter.url, T0, sample_limit=1000)
+    assert result.error == _where(exporter) + (
+        "sample_limit exceeded: 1024 samples before parsing stopped, the limit is 1000"
+    )
+    assert _stored(store) == [("up", 0.0, T0)]
 
 
 def _cut(series: str) -> str:
@@ -167,7 +181,7 @@ def _cut(series: str) -> str:
             {"label_limit": 9},
             "label_limit exceeded: series "
             + _cut(
-                'vllm:num_requests_running{deployment_id="d1",i="0",l0="v",l1="v",l2="v",l3="v",'
+                'vllm:kv_cache_usage_perc{deployment_id="d1",i="0",l0="v",l1="v",l2="v",l3="v",'
                 'model_id="m1",model_name="M",replica="r1",source="vllm"}'
             )
             + " has 10 labels, the limit is 9",
@@ -177,7 +191,7 @@ def _cut(series: str) -> str:
             {"label_name_length_limit": 32},
             "label_name_length_limit exceeded: series "
             + _cut(
-                'vllm:num_requests_running{deployment_id="d1",i="0",model_id="m1",model_name="M",' + "n" * 40
+                'vllm:kv_cache_usage_perc{deployment_id="d1",i="0",model_id="m1",model_name="M",' + "n" * 40
             )
             + " has a label name of 40 characters, the limit is 32",
         ),
@@ -185,7 +199,7 @@ def _cut(series: str) -> str:
             {"long": "x" * 65},
             {"label_value_length_limit": 64},
             "label_value_length_limit exceeded: label long of series "
-            + _cut('vllm:num_requests_running{deployment_id="d1",i="0",long="' + "x" * 65)
+            + _cut('vllm:kv_cache_usage_perc{deployment_id="d1",i="0",long="' + "x" * 65)
             + " has a value of 65 characters, the limit is 64",
         ),
     ],
@@ -205,14 +219,14 @@ def test_the_log_line_of_a_failed_scrape_escapes_control_characters(
 ) -> None:
     """A label value holding CR, LF (the text format's ``\\n`` escape) and an ANSI colour, quoted by the
     reason of a scrape over ``label_value_length_limit``: one log line, the characters escaped."""
-    exporter.body = GAUGE.encode() + b'vllm:num_requests_running{a="\r\\n\x1b[31mINFO forged"} 1\n'
+    exporter.body = GAUGE.encode() + b'vllm:kv_cache_usage_perc{a="\r\\n\x1b[31mINFO forged"} 1\n'
     with caplog.at_level(logging.WARNING, logger="servemetrics.ingest.scraper"):
         result = _scrape(MemoryStore(), exporter.url, T0, label_value_length_limit=8)
     (line,) = [r.getMessage() for r in caplog.records]
     assert line == result.error
-    forged = 'vllm:num_requests_running{a="\\r\\n\\x1b[31mINFO forged",deployment_id="d1",model_id="m1",'
+    forged = 'vllm:kv_cache_usage_perc{a="\\r\\n\\x1b[31mINFO forged",deployment_id="d1",model_id="m1",'
     assert line == _where(exporter) + (
-        f'label_value_length_limit exceeded: label a of series {forged}model_name="M",rep… has a value of '
+        f'label_value_length_limit exceeded: label a of series {forged}model_name="M",repl… has a value of '
         "18 characters, the limit is 8"
     )
     assert not any(c in line for c in "\r\n\x1b")

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
+from prometheus_client import generate_latest
 
 from servemetrics.api.app import create_app
 from servemetrics.gateway import GatewayOptions
@@ -144,8 +145,9 @@ def test_a_dns_change_fails_the_scrape_with_up_0_and_a_reason(tmp_path, pair: Pa
     dns["replica.test"] = "127.0.0.1"
     caplog.set_level(logging.WARNING, "servemetrics.ingest.scraper")
     with _app(tmp_path, decl, scrape=True) as client:  # the scraper reads the targets at start
-        wait_until(lambda: _up(client.get("/metrics").text, url) is not None, "the first scrape", 30)
-        assert _up(client.get("/metrics").text, url) == 0.0
+        own = client.app.state.service.metrics.registry  # per target: tenant labels, read in-process
+        wait_until(lambda: _up(generate_latest(own).decode(), url) is not None, "the first scrape", 30)
+        assert _up(generate_latest(own).decode(), url) == 0.0
     reasons = [r.getMessage() for r in caplog.records if url in r.getMessage()]
     assert reasons and "refused by the network policy: replica.test resolves to 127.0.0.1" in reasons[0]
     assert pair.internal.requests == []

@@ -182,6 +182,6 @@ def test_engine_down_is_a_503_and_metrics_show_the_queue(tmp_path) -> None:
         resp = client.get("/v1/models/m1/deployments/d1/metrics", headers={"Authorization": "Api-Key k-503"})
         assert resp.status_code == 503
         assert f"the metrics engine at http://127.0.0.1:{port} did not answer" in resp.json()["error"]
-        metrics = client.get("/metrics").text
+        metrics = client.get("/service/metrics").text
         assert "servemetrics_remote_write_queue_samples 1.0" in metrics
         assert "servemetrics_remote_write_failed_samples_total 0.0" in metrics

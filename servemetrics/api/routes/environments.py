@@ -40,9 +40,10 @@ def list_environments(registry: RegistryDep, model: ReadModel) -> dict[str, Any]
     return {"environments": [environment_v1(e, pointers, deployments) for e in envs]}
 
 
-@router.post("/models/{model_id}/environments", status_code=201)
+@router.post("/models/{model_id}/environments")
 def create_environment(registry: RegistryDep, model: ManageModel, body: EnvironmentCreate) -> dict[str, Any]:
-    """Create an environment → 201 ``EnvironmentV1``; 409 if the name is taken.
+    """Create an environment → 200 ``EnvironmentV1`` (the platform declares only 200, platform-facts §4,
+    and its SDK accepts nothing else); 409 if the name is taken.
 
     ``request_backpressure_settings`` is validated; the environment reports its serving deployment's.
     """

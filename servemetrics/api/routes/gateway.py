@@ -1,4 +1,4 @@
-"""Inference paths of the gateway, its ``/gateway/metrics``, and ``InferenceRouter``, which answers them.
+"""Inference paths of the gateway, its keyed ``/gateway/metrics`` and ``InferenceRouter`` (answers them).
 
 Paths (docs/gateway.md): ``POST /v1/models/{model_id}/environments/{env_name}/predict``,
 ``POST /v1/models/{model_id}/deployment/{deployment_id}/predict`` and
@@ -26,7 +26,15 @@ from starlette.routing import compile_path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from servemetrics.api.auth_limit import client_address
-from servemetrics.api.deps import GatewayDep, gateway_of, parse_authorization, service_of
+from servemetrics.api.deps import (
+    Auth,
+    GatewayDep,
+    RegistryDep,
+    gateway_of,
+    parse_authorization,
+    require_org_metrics_read,
+    service_of,
+)
 from servemetrics.api.errors import ApiError, forbidden, not_found, unauthorized
 from servemetrics.gateway import Gateway
 from servemetrics.gateway.errors import error_response
@@ -147,14 +155,35 @@ FAST_ROUTES: tuple[InferenceRoute, ...] = tuple(
 )
 """The inference paths, in matching order: ``InferenceRouter`` answers them, ``router`` documents them."""
 
+_RELAYED: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The replica's answer: its status, headers and body, as it sent them"}
+}
+"""The documented answer of an inference path: whatever the replica sent, of any content type (the
+FastAPI default would claim ``application/json``; schemathesis' ``content_type_conformance`` holds the
+document to what is served, tests/reliability/test_schemathesis.py)."""
+
 for _route in FAST_ROUTES:
-    router.add_api_route(_route.path, _route.endpoint, methods=list(_route.methods), response_model=None)
+    for _method in _route.methods:  # one route per method: each gets its own operationId
+        router.add_api_route(
+            _route.path,
+            _route.endpoint,
+            methods=[_method],
+            response_model=None,
+            response_class=Response,
+            responses=_RELAYED,
+        )
 
 
 @router.get("/gateway/metrics", include_in_schema=False)
-async def gateway_metrics(gateway: GatewayDep) -> Response:
-    """The gateway's request and replica series (Prometheus text format; no key needed, like /metrics)."""
-    return Response(gateway.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+def gateway_metrics(registry: RegistryDep, gateway: GatewayDep, key: Auth) -> Response:
+    """The gateway's request and replica series of the key's organization's models (a scoped key: of its
+    ``model_ids``), Prometheus text format; 401 without a key, 403 for a key that may not read metrics
+    (``deps.require_org_metrics_read``). The service itself reads them in-process, not here."""
+    require_org_metrics_read(key, "the gateway's metrics")
+    models = frozenset(m.id for m in registry.tenancy.list_models(key.organization_id))
+    if key.model_ids is not None:
+        models &= key.model_ids
+    return Response(gateway.metrics.exposition_of(models), media_type=CONTENT_TYPE_LATEST)
 
 
 def is_inference_path(path: str) -> bool:

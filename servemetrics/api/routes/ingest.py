@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import tempfile
 from collections import defaultdict
-from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request, Response
@@ -25,7 +24,7 @@ from servemetrics.api.deps import (
 )
 from servemetrics.api.errors import ApiError, bad_request
 from servemetrics.api.ingest_limits import check_sample_count, count_sample_lines
-from servemetrics.api.service import Service
+from servemetrics.api.service import IMPORT_SPOOL, Service
 from servemetrics.ingest.adapters import adapt
 from servemetrics.ingest.backfill import BackfillError, iter_backfill
 from servemetrics.ingest.exposition import normalise_le
@@ -173,7 +172,8 @@ async def import_openmetrics(
     dep = resolve_deployment(registry, model, deployment_id)
     labels = {"model_id": model.id, "model_name": model.name, "deployment_id": dep.id, "replica": replica}
     async with service.ingest.slot():
-        with tempfile.NamedTemporaryFile(dir=Path(service.config.data_dir), suffix=".om") as tmp:
+        prefix, suffix = IMPORT_SPOOL
+        with tempfile.NamedTemporaryFile(dir=service.config.data_dir, prefix=prefix, suffix=suffix) as tmp:
             async for chunk in request.stream():
                 tmp.write(chunk)
             tmp.flush()

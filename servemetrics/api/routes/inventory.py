@@ -36,7 +36,10 @@ TargetUrl = Annotated[str, AfterValidator(check_target_url)]
 
 
 class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Strict, as the management bodies (``api/management_bodies._Body``): ``false`` or ``"2"`` is not a
+    ``gpu_count``, ``1`` is not a ``name`` (schemathesis' ``negative_data_rejection`` found the bool)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class ModelCreate(_Body):

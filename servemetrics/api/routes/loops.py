@@ -13,7 +13,7 @@ import json
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
@@ -26,12 +26,11 @@ from servemetrics.api.loops_schemas import (
     LoopsMetricsResponse,
     loops_metrics,
 )
+from servemetrics.api.loops_shapes import trainer_v1
 from servemetrics.api.params import reject_unknown_params
 from servemetrics.query.loops import execute_loops
 from servemetrics.query.loops_plan import LoopsNode, build_loops_plan
-from servemetrics.registry import KeyInfo, Registry, TrainerDeploymentInfo, TrainerNode
-from servemetrics.timeutil import iso_ms
-from servemetrics.types import redact_url
+from servemetrics.registry import KeyInfo, Registry, TrainerDeploymentInfo
 
 router = APIRouter(prefix="/v1", tags=["loops"])
 _LIST = "list your trainer deployments with GET /v1/loops/deployments"
@@ -87,54 +86,33 @@ def readable_trainer(
     return trainer
 
 
-def _node_v1(node: TrainerNode) -> dict[str, Any]:
-    return {
-        "node_id": node.node_id,
-        "role": node.role,
-        "gpu_ranks": list(node.gpu_ranks),
-        "pod": node.pod,
-        "namespace": node.namespace,
-        "targets": [{"url": redact_url(t.url), "kind": t.kind} for t in node.targets],
-    }
-
-
-def trainer_v1(trainer: TrainerDeploymentInfo) -> dict[str, Any]:
-    """``{id, name, created_at, sampler: {model_id, deployment_id, metrics_url} | null, nodes: [...]}``."""
-    sampler = None
-    if trainer.sampler_model_id:
-        dep = trainer.sampler_deployment_id
-        url = f"/v1/models/{trainer.sampler_model_id}/deployments/{dep}/metrics" if dep else None
-        sampler = {"model_id": trainer.sampler_model_id, "deployment_id": dep, "metrics_url": url}
-    return {
-        "id": trainer.id,
-        "name": trainer.name,
-        "created_at": iso_ms(trainer.created_at_ms),
-        "sampler": sampler,
-        "metrics_url": f"/v1/loops/deployments/{trainer.id}/metrics",
-        "nodes": [_node_v1(n) for n in trainer.nodes],
-    }
-
-
 @router.get("/loops/deployments")
-def list_trainer_deployments(request: Request, registry: RegistryDep, key: Auth) -> dict[str, Any]:
-    """``{deployments: [...]}``: the organization's trainer deployments with their nodes (leader first),
-    targets and sampler (the model deployment whose metrics the model endpoints serve). 400 for any
-    query parameter (it takes none), 403 for a key that may not read metrics."""
-    reject_unknown_params(request, ())
+def list_trainer_deployments(
+    request: Request, registry: RegistryDep, key: Auth, scope: Annotated[str | None, Query()] = None
+) -> dict[str, Any]:
+    """``{deployments: [LoopsDeploymentV1 …]}`` (``loops_shapes.trainer_v1``): the organization's trainer
+    deployments with their nodes (leader first), targets and sampler. ``scope`` is the platform's: absent
+    (the caller's own) or ``org`` (the organization's) list the same trainers here, those of the key's
+    organization in its scope, since keys belong to organizations, not users. 400 for another ``scope`` or
+    any other query parameter, 403 for a key that may not read metrics."""
+    reject_unknown_params(request, ("scope",))
+    if scope is not None and scope != "org":
+        raise bad_request(f"scope must be 'org' or left out, not {shown_id(scope)!r}")
     require_org_metrics_read(key)
     found = registry.trainers.list_trainer_deployments(key.organization_id)
-    return {"deployments": [trainer_v1(t) for t in found if trainer_visible(key, t)]}
+    return {"deployments": [trainer_v1(registry, t) for t in found if trainer_visible(key, t)]}
 
 
 @router.get("/loops/deployments/{deployment_id}")
 def get_trainer_deployment(
     request: Request, registry: RegistryDep, key: Auth, deployment_id: str
 ) -> dict[str, Any]:
-    """One trainer deployment (the shape of a ``GET /v1/loops/deployments`` entry); 404 as
-    ``resolve_trainer``, 400 for any query parameter (it takes none)."""
+    """``{deployment: LoopsDeploymentV1}`` (the platform's ``GetLoopsDeploymentResponseV1``; the entry
+    has the shape of a ``GET /v1/loops/deployments`` one); 404 as ``resolve_trainer``, 400 for any query
+    parameter (it takes none)."""
     trainer = resolve_trainer(registry, key, deployment_id)
     reject_unknown_params(request, ())
-    return trainer_v1(trainer)
+    return {"deployment": trainer_v1(registry, trainer)}
 
 
 @router.get("/models/{model_id}/loops_deployments")
@@ -144,7 +122,8 @@ def trainers_of_model(request: Request, registry: RegistryDep, model: ReadModel)
     reject_unknown_params(request, ())
     return {
         "deployments": [
-            trainer_v1(t) for t in registry.trainers.list_trainer_deployments(model.organization_id, model.id)
+            trainer_v1(registry, t)
+            for t in registry.trainers.list_trainer_deployments(model.organization_id, model.id)
         ]
     }
 

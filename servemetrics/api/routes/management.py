@@ -86,7 +86,7 @@ def update_autoscaling(
 ) -> dict[str, str]:
     """Change the fields passed → ``{status: ACCEPTED|UNCHANGED, message}``."""
     d = resolve_deployment(registry, model, deployment_id)
-    status = registry.deployments.update_autoscaling(model.id, d.id, body.model_dump(exclude_none=True))
+    status = registry.deployments.update_autoscaling(model.id, d.id, body.changes())
     message = "autoscaling settings updated" if status == "ACCEPTED" else "the settings were already these"
     return {"status": status, "message": message}
 
@@ -95,10 +95,12 @@ def update_autoscaling(
 def update_backpressure(
     registry: RegistryDep, model: ManageModel, deployment_id: str, body: BackpressureUpdate
 ) -> dict[str, Any]:
-    """Set the policy → ``{request_backpressure_settings: {policy}}``; the gateway applies it at once."""
+    """Set the policy → ``{policy, request_backpressure_settings: {policy}}``: ``policy`` at the top is the
+    platform's ``RequestBackpressureSettingsV1`` (what its SDK reads), the nested copy our earlier answer;
+    the gateway applies it at once."""
     d = resolve_deployment(registry, model, deployment_id)
     registry.deployments.set_request_backpressure(model.id, d.id, body.policy)
-    return {"request_backpressure_settings": {"policy": body.policy}}
+    return {"policy": body.policy, "request_backpressure_settings": {"policy": body.policy}}
 
 
 @router.delete("/models/{model_id}/deployments/{deployment_id}/replicas/{replica_id}")

@@ -3,7 +3,8 @@
 ``ADAPTERS`` is the table of rules (see ``rules.Rule``), grouped by source for docs and recording rules;
 it is not a per-source dispatch: ``adapt`` applies every source's rules, indexed by sample name, to one
 scrape (or one backfill batch). Samples no rule maps are dropped, except engine metrics (``vllm:``,
-``sglang:``), which are kept under their own names.
+``sglang:``), which are kept under their own names, also when a rule adapts them to another name
+(``llm``: the ``baseten_llm_*`` set); an old engine name (``engines.ALIASES``) is kept only under the new.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from servemetrics.ingest.adapters import (
     knative,
     kube_state,
     kubelet_summary,
+    llm,
     node_exporter,
     passthrough,
     process,
@@ -26,7 +28,7 @@ from servemetrics.ingest.adapters.rules import LabelMatch, Rule
 from servemetrics.samples import Sample
 from servemetrics.types import Labels, Millis, SeriesKey, labels_of
 
-__all__ = ["ADAPTERS", "LabelMatch", "Rule", "adapt", "rules_for"]
+__all__ = ["ADAPTERS", "Adapted", "LabelMatch", "Rule", "adapt", "rules_for"]
 
 ADAPTERS: dict[str, tuple[Rule, ...]] = {
     "passthrough": passthrough.RULES,
@@ -36,6 +38,7 @@ ADAPTERS: dict[str, tuple[Rule, ...]] = {
     "process": process.RULES,
     "knative": knative.RULES,
     "engines": engines.RULES,
+    "llm": llm.RULES,
     "kubelet_summary": kubelet_summary.RULES,
     "node_exporter": node_exporter.RULES,
 }
@@ -44,11 +47,18 @@ them all). Engine samples without a rule are kept as they are."""
 
 
 def _index() -> dict[str, tuple[Rule, ...]]:
+    """Sample name -> its rules; an engine name that a rule adapts (``llm``) and no alias renames keeps
+    its keep-as-is rule too, first (so it is still stored under its own name)."""
     index: dict[str, list[Rule]] = {}
-    for rules in ADAPTERS.values():
-        for rule in rules:
+    for adapter_rules in ADAPTERS.values():
+        for rule in adapter_rules:
             index.setdefault(rule.match, []).append(rule)
-    return {name: tuple(rules) for name, rules in index.items()}
+    renamed = {rule.match for rule in engines.RULES}
+    for name, listed in index.items():
+        keep = engines.passthrough_rule(name) if name not in renamed else None
+        if keep is not None:
+            listed.insert(0, keep)
+    return {name: tuple(listed) for name, listed in index.items()}
 
 
 _INDEX = _index()
@@ -74,25 +84,49 @@ def adapt(samples: Iterable[Sample], target_labels: Mapping[str, str]) -> list[S
     utilisation, an engine's old and new name), the rule with the higher priority wins, never a
     sum; at equal priority the first sample wins. Output order follows the input order.
     """
-    extra = {k: v for k, v in target_labels.items() if v}
-    out: list[Sample] = []
-    best: dict[tuple[str, Labels, Millis], tuple[int, int]] = {}
-    plans: dict[SeriesKey, list[tuple[Rule, Labels]]] = {}
-    for s in samples:
-        plan = plans.get((s.name, s.labels))
-        if plan is None:
-            plan = plans[(s.name, s.labels)] = _plan(s, extra)
-        for rule, labels in plan:
-            key = (rule.target, labels, s.ts_ms)
-            value = s.value / rule.divisor if rule.divisor != 1.0 else s.value
-            prev = best.get(key)
-            if prev is None:
-                best[key] = (rule.priority, len(out))
-                out.append(Sample(rule.target, labels, value, s.ts_ms))
-            elif rule.priority > prev[0]:
-                best[key] = (rule.priority, prev[1])
-                out[prev[1]] = Sample(rule.target, labels, value, s.ts_ms)
-    return out
+    adapted = Adapted(target_labels)
+    adapted.add(samples)
+    return adapted.samples
+
+
+class Adapted:
+    """``adapt`` in pieces (the scraper adapts a scrape while it is parsed, to stop at its
+    ``sample_limit``): after ``add`` of each piece of the source samples in order, ``samples`` is what
+    ``adapt`` of all of them so far returns. It never gets shorter (a later sample of a higher priority
+    replaces one in place), so a count over a limit stays over it.
+
+    Attributes:
+        samples: the canonical samples so far.
+        fed: the source samples added so far.
+    """
+
+    def __init__(self, target_labels: Mapping[str, str]) -> None:
+        self._extra = {k: v for k, v in target_labels.items() if v}
+        self.samples: list[Sample] = []
+        self.fed = 0
+        self._best: dict[tuple[str, Labels, Millis], tuple[int, int]] = {}
+        self._plans: dict[SeriesKey, list[tuple[Rule, Labels]]] = {}
+
+    def add(self, samples: Iterable[Sample]) -> None:
+        """Adapt the next source samples (``adapt``'s rules)."""
+        extra, out, best, plans = self._extra, self.samples, self._best, self._plans
+        fed = 0
+        for s in samples:
+            fed += 1
+            plan = plans.get((s.name, s.labels))
+            if plan is None:
+                plan = plans[(s.name, s.labels)] = _plan(s, extra)
+            for rule, labels in plan:
+                key = (rule.target, labels, s.ts_ms)
+                value = s.value / rule.divisor if rule.divisor != 1.0 else s.value
+                prev = best.get(key)
+                if prev is None:
+                    best[key] = (rule.priority, len(out))
+                    out.append(Sample(rule.target, labels, value, s.ts_ms))
+                elif rule.priority > prev[0]:
+                    best[key] = (rule.priority, prev[1])
+                    out[prev[1]] = Sample(rule.target, labels, value, s.ts_ms)
+        self.fed += fed
 
 
 def _plan(sample: Sample, extra: dict[str, str]) -> list[tuple[Rule, Labels]]:

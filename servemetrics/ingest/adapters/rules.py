@@ -56,6 +56,10 @@ class Rule:
             replica and value set by the catalog's ``MetricDef.sources`` (the truth: a test holds this
             column to the same order), the recording rules record a view only
             ``unless on (model_id, deployment_id, replica)`` a higher one has a series.
+        constant: labels added with a fixed value, ``(name, value)`` pairs: they tell apart two source
+            series that become one canonical name and must add up (vLLM's running and waiting requests
+            as ``baseten_llm_num_requests{state=...}``), where the same labels would make one replace
+            the other (``priority``).
     """
 
     match: str
@@ -68,6 +72,7 @@ class Rule:
     priority: int = 0
     le_bounds: tuple[float, ...] = ()
     preference: int = 0
+    constant: tuple[tuple[str, str], ...] = ()
 
     def applies(self, labels: dict[str, str]) -> bool:
         """True when every ``where`` matcher holds for ``labels``."""
@@ -81,6 +86,7 @@ class Rule:
             out = {dst: labels[src] for src, dst in self.labels.items() if labels.get(src)}
         if "le" in out and self.le_divisor != 1.0 and out["le"] != "+Inf":
             out["le"] = format_bound(float(out["le"]) / self.le_divisor)
+        out.update(self.constant)
         if self.source:
             out["source"] = self.source
         return out

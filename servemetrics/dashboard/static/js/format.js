@@ -1,5 +1,6 @@
 // Units and labels: how a value of the API is shown (axis ticks, hover values, legends).
-// Unit hints are the spec's (SECONDS, BYTES, MEBIBYTES, PER_SECOND, COUNT, RATIO); COUNT counters are
+// Unit hints are the spec's (SECONDS, BYTES, MEBIBYTES, PER_SECOND, COUNT, RATIO) and the platform SDK's
+// CELSIUS (GPU temperature); COUNT counters are
 // totals per step ("requests per 30 s"), RATIO gauges are fractions shown as %, RATIO counters are
 // CPU-seconds per second shown as cores (docs/catalog.md); token counts and speeds say "tokens".
 
@@ -49,6 +50,8 @@ export function unitOf(metric, stepSeconds) {
     case "PER_SECOND":
       if (name.includes("token")) return { type: "rate", label: "tokens/s" };
       return name.includes("request") ? { type: "rate", label: "req/s" } : { type: "rate", label: "per second" };
+    case "CELSIUS":
+      return { type: "celsius", label: "°C" };
     case "RATIO":
       if (kind === "COUNTER") return name.includes("cpu") ? { type: "cores", label: "cores" } : { type: "rate", label: "per second" };
       return { type: "percent", label: "%" };
