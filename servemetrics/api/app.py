@@ -19,6 +19,7 @@ from servemetrics.api.routes import (
     catalog,
     dashboard,
     discovery,
+    engines,
     environments,
     events,
     export,
@@ -40,7 +41,7 @@ from servemetrics.timeutil import wall_clock_ms
 
 ROUTERS = (
     *(metrics, management, environments, events, inventory, ingest, export, catalog, organization),
-    *(loops, dashboard, discovery),
+    *(loops, dashboard, discovery, engines),
 )
 """Route modules in the order their routes are matched and listed in ``/docs``."""
 

@@ -40,6 +40,7 @@ from servemetrics.ingest.scrape_limits import ScrapeLimits
 from servemetrics.ingest.scraper import Scraper, Target
 from servemetrics.ingest.targets import targets_from_registry
 from servemetrics.netpolicy import Egress, guarded_client
+from servemetrics.query.engines import EngineCache
 from servemetrics.query.execute import execute
 from servemetrics.query.plan import build_plan
 from servemetrics.query.windows import Mode
@@ -84,6 +85,7 @@ class Service:
         series_limit: active series per organization (``limits.series_per_organization``; by default
             none): every ingest path passes its batches through ``series_limit.admit``.
         ingest: the worker threads and queue of pushed bodies (config ``ingest``).
+        engines: engine detection per model, cached (``query.engines``; ``GET .../engines``).
         export_limit: ``GET /metrics`` requests per organization per minute (platform-facts §2).
         exports: the export's snapshot per organization (``api/export_view.SnapshotCache``).
     """
@@ -101,6 +103,7 @@ class Service:
     api_limiter: ApiRateLimiter = field(default_factory=api_limit.unlimited)
     series_limit: ActiveSeries = field(default_factory=lambda: ActiveSeries(0, lambda _: None, wall_clock_ms))
     ingest: IngestPool = field(default_factory=lambda: IngestPool(2, 4, 5.0))
+    engines: EngineCache = field(default_factory=EngineCache)
     export_limit: ExportRateLimit = field(default_factory=lambda: ExportRateLimit(wall_clock_ms))
     exports: SnapshotCache = field(default_factory=lambda: SnapshotCache(wall_clock_ms))
 

@@ -2,7 +2,8 @@
 derived from them (LLM token speed, cache hit rate, speculative decoding; metrics-dashboard.md).
 
 Served under the engines' own names, as stored (``ingest.adapters.engines``: a renamed metric is stored
-under its newest name, ``ALIASES``). Every graph here is hidden by default ("Customize view").
+under its newest name, ``ALIASES``). The dashboard groups, and the few graphs shown by default, are set
+on these rows by ``catalog.engine_rows``.
 Ranks (``Ranks``): vLLM's ``engine`` label is a data-parallel engine core (its own requests: summed);
 SGLang's scheduler metrics carry ``dp_rank`` (summed) and ``tp_rank`` / ``pp_rank``, whose ranks repeat
 one value (counted once). SGLang's tokenizer-side metrics (tokens, requests, latency histograms) carry
@@ -462,6 +463,3 @@ DERIVED: tuple[MetricDef, ...] = (
     ),
 )
 """Metrics computed per value set from the rows above (``MetricDef.derived``; docs/catalog.md)."""
-
-ENGINE_ROWS: tuple[MetricDef, ...] = VLLM + SGLANG + DERIVED
-"""Every engine row, in panel order (after the platform's rows in ``CATALOG``)."""

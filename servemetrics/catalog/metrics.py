@@ -16,8 +16,7 @@ Tests keep this table, the recipes and ``docs/catalog.md`` in agreement.
 
 from __future__ import annotations
 
-from servemetrics.catalog.engines import ENGINE_ROWS
-from servemetrics.catalog.llm import LLM_ROWS
+from servemetrics.catalog.engine_rows import ENGINE_ROWS
 from servemetrics.catalog.model import (
     HISTOGRAM_LABEL_SETS,
     STATUS_LABEL_SETS,
@@ -260,10 +259,10 @@ _ROWS: tuple[MetricDef, ...] = (
     ),
 )
 
-CATALOG: dict[str, MetricDef] = {m.name: m for m in _ROWS + LLM_ROWS + ENGINE_ROWS}
+CATALOG: dict[str, MetricDef] = {m.name: m for m in _ROWS + ENGINE_ROWS}
 """Canonical metric name -> definition, in the catalog's order: the dashboard's panel order (the spec
-page's graphs first, in the page's order; then graphs hidden by default: the ``baseten_llm_*`` set
-(``catalog.llm``), the engines' last (``catalog.engines``))."""
+page's graphs first, in the page's order; then the Engine group (``catalog.engines``) and the LLM group
+(``catalog.llm`` and the engines' derived token speeds), grouped and shown by ``catalog.engine_rows``)."""
 
 DEFAULT_METRICS: tuple[str, ...] = (
     "baseten_replicas_active",

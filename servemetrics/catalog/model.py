@@ -138,6 +138,11 @@ class MetricDef:
             websocket connections, pod readiness).
         ranks: how an engine's parallel ranks combine (``Ranks``); ``NO_RANKS`` for the rest.
         derived: for a derived metric, its formula and inputs (``Derived``); None for a stored series.
+        group: the dashboard's group of panels this metric's graph sits in, under a heading ("Engine":
+            vLLM / SGLang native graphs; "LLM": token throughput, token speed, cache hit rate,
+            acceptance rate); "" for the platform's graphs (no heading, first). Groups come in the order
+            of their first metric in ``CATALOG``. Which deployments a metric applies to follows from its
+            name (``catalog.detection.engines_of``), not from the group.
         sources: for a REPLICA-scope metric, the ``source`` labels of its views of one replica, most
             preferred first (``source_rank``). This is the one statement of the order: the query layer
             reads it, the adapter table's ``Rule.preference`` column (which the recording rules compile)
@@ -158,6 +163,7 @@ class MetricDef:
     sources: tuple[str, ...] = ()
     ranks: Ranks = NO_RANKS
     derived: Derived | None = None
+    group: str = ""
 
     def source_rank(self, source: str) -> int:
         """Position of ``source`` in ``sources`` (0: the most preferred); a source not listed (none, a

@@ -24,9 +24,9 @@ def markdown_table() -> str:
     """The catalog as a Markdown table between the BEGIN and END markers."""
     rows = [
         BEGIN,
-        "| metric | kind | unit hint | aggregation | scope | label sets | ranks | panel | legend "
+        "| metric | kind | unit hint | aggregation | scope | label sets | ranks | group | panel | legend "
         "| shown by default | description |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for m in CATALOG.values():
         label_sets = ", ".join(
@@ -34,7 +34,7 @@ def markdown_table() -> str:
         )
         rows.append(
             f"| `{m.name}` | {m.kind.value} | {m.unit.value} | {m.aggregation.value} | "
-            f"{m.scope.value} | {label_sets} | {_ranks(m)} | {m.panel} | {m.legend} | "
+            f"{m.scope.value} | {label_sets} | {_ranks(m)} | {m.group} | {m.panel} | {m.legend} | "
             f"{'yes' if m.default_visible else 'no'} | {m.help} |"
         )
     rows.append(END)

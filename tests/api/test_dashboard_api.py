@@ -138,6 +138,8 @@ def test_catalog_lists_every_metric_in_order_with_graph_fields(client, shared_di
         "panel": "Replicas",
         "legend": "Desired",
         "default_visible": True,
+        "group": "",
+        "engines": [],
     }
     assert by_name["baseten_inference_requests_total"]["label_sets"] == [
         {"status": "2xx"},

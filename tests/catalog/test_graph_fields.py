@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from servemetrics.catalog import CATALOG
-from servemetrics.catalog.engines import ENGINE_ROWS
+from servemetrics.catalog.engine_rows import ENGINE_ROWS
 from servemetrics.catalog.llm import LLM_ROWS
 from servemetrics.catalog.render import markdown_table
 
@@ -32,10 +32,24 @@ SPEC_PANELS = [
 """The graphs of metrics-dashboard.md, in the page's order."""
 
 
-ENGINE_PANELS = list(dict.fromkeys(m.panel for m in ENGINE_ROWS))
-"""The engine graphs (catalog/engines.py), after the platform's, all hidden by default."""
 LLM_PANELS = list(dict.fromkeys(m.panel for m in LLM_ROWS))
-"""The ``baseten_llm_*`` graphs (catalog/llm.py), between the platform's and the engines', hidden."""
+"""The ``baseten_llm_*`` graphs (catalog/llm.py), the LLM group's first, all hidden by default."""
+ENGINE_PANELS = [p for p in dict.fromkeys(m.panel for m in ENGINE_ROWS) if p not in LLM_PANELS]
+"""The engines' own graphs and their derived token speeds (catalog/engines.py)."""
+ENGINE_SHOWN = {
+    "vLLM requests",
+    "vLLM KV-cache usage",
+    "vLLM TTFT",
+    "vLLM inter-token latency",
+    "vLLM output token throughput",
+    "SGLang requests",
+    "SGLang KV-cache usage",
+    "SGLang TTFT",
+    "SGLang inter-token latency",
+    "SGLang output token throughput",
+}
+"""Engine graphs shown by default (issue 13 part 5: tokens/s, TTFT, time per output token, KV-cache
+usage, running / waiting); the others are listed hidden in Customize view."""
 
 
 def _panels() -> list[str]:
@@ -43,8 +57,8 @@ def _panels() -> list[str]:
 
 
 def test_panels_follow_the_spec_page_then_the_hidden_ones():
-    hidden = ["WebSocket connections", "Pod readiness", *LLM_PANELS, *ENGINE_PANELS]
-    assert _panels() == [*SPEC_PANELS, *hidden]
+    hidden = ["WebSocket connections", "Pod readiness", *dict.fromkeys(m.panel for m in ENGINE_ROWS)]
+    assert _panels() == [*SPEC_PANELS, *hidden]  # the Engine group, then the LLM group (baseten_llm_* first)
     assert all(p.startswith(("vLLM ", "SGLang ")) for p in ENGINE_PANELS)
     assert all(p.startswith("LLM ") for p in LLM_PANELS) and len(LLM_PANELS) == 13
 
@@ -71,9 +85,25 @@ def test_metrics_of_one_panel_are_adjacent_and_named_by_legend():
 def test_default_visible_is_the_spec_page_graphs():
     shown = {m.panel for m in CATALOG.values() if m.default_visible}
     hidden = {m.panel for m in CATALOG.values() if not m.default_visible}
-    assert shown == set(SPEC_PANELS)
-    assert hidden == {"WebSocket connections", "Pod readiness", *LLM_PANELS, *ENGINE_PANELS}
-    assert not any(n.startswith(("vllm:", "sglang:")) and CATALOG[n].default_visible for n in CATALOG)
+    assert shown == set(SPEC_PANELS) | ENGINE_SHOWN
+    assert hidden == {
+        "WebSocket connections",
+        "Pod readiness",
+        *LLM_PANELS,
+        *(set(ENGINE_PANELS) - ENGINE_SHOWN),
+    }
+    assert len(hidden) - 2 == 30 + 13  # most engine graphs (40 engine panels, 10 shown), every LLM graph
+    assert len(ENGINE_PANELS) == 40
+
+
+def test_groups_engine_then_llm_after_the_platform():
+    groups = list(dict.fromkeys(m.group for m in CATALOG.values()))
+    assert groups == ["", "Engine", "LLM"]
+    assert {m.name for m in CATALOG.values() if m.group == "LLM"} == {
+        m.name for m in CATALOG.values() if m.derived is not None or m.name.startswith("baseten_llm_")
+    }
+    assert all(m.group == "Engine" for m in CATALOG.values() if m.derived is None and ":" in m.name)
+    assert all(m.group == "" for m in CATALOG.values() if ":" not in m.name and "_llm_" not in m.name)
 
 
 def test_docs_table_shows_the_graph_columns():

@@ -12,6 +12,11 @@ Data (model m1, deployment d1 serving ``production`` since 2025-12-31; model m2,
 - ``baseten_inference_requests_total{status_code=200}`` of d1: +30 per step.
 - ``baseten_gpu_memory_used`` of d1: 2048 MiB; ``baseten_gpu_utilization``: 0.5.
 - x1 (model m2, 1 x L4): ``baseten_replicas_active`` 1 throughout.
+- vLLM series of d1 (``source="vllm"``, two data-parallel engine cores ``engine="0"`` and ``"1"``;
+  ``engine_samples``): running 3 + 2 = 5, waiting 1 + 0, KV-cache usage 0.25 and 0.75 (mean 0.5) every
+  10 s; per step (15 s into it, engine 0 only) generation tokens +600, TTFT buckets le=0.1 +10,
+  le=0.5 +20, +Inf +20, _sum +4, inter-token latency buckets le=0.02 +50, le=0.05 +100, +Inf +100,
+  _sum +2.5. x1 and d2 have no engine series.
 """
 
 from __future__ import annotations
@@ -51,6 +56,34 @@ def _hist_samples() -> list:
     return out
 
 
+TTFT = "vllm:time_to_first_token_seconds"
+ITL = "vllm:inter_token_latency_seconds"
+
+
+def _per_step(name: str, inc: float, **labels: str) -> list:
+    return series(name, [(-15 + 30 * k, inc * k) for k in range(122)], deployment_id="d1", **labels)
+
+
+def engine_samples() -> list:
+    """d1's vLLM series of the module docstring."""
+    every_10s = range(-60, 3601, 10)
+    out: list = []
+    for engine, running, waiting, kv in (("0", 3, 1, 0.25), ("1", 2, 0, 0.75)):
+        labels = {"deployment_id": "d1", "source": "vllm", "engine": engine}
+        out += series("vllm:num_requests_running", [(s, running) for s in every_10s], **labels)
+        out += series("vllm:num_requests_waiting", [(s, waiting) for s in every_10s], **labels)
+        out += series("vllm:kv_cache_usage_perc", [(s, kv) for s in every_10s], **labels)
+    e0 = {"source": "vllm", "engine": "0"}
+    out += _per_step("vllm:generation_tokens_total", 600, **e0)
+    for name, buckets, total in ((TTFT, {"0.1": 10, "0.5": 20}, 4.0), (ITL, {"0.02": 50, "0.05": 100}, 2.5)):
+        count = max(buckets.values())
+        for le, inc in {**buckets, "+Inf": count}.items():
+            out += _per_step(f"{name}_bucket", inc, le=le, **e0)
+        out += _per_step(f"{name}_sum", total, **e0)
+        out += _per_step(f"{name}_count", count, **e0)
+    return out
+
+
 def make_store() -> MemoryStore:
     """The data described in the module docstring."""
     replicas = [(s, 2) for s in range(-60, 3601, 10) if not 1800 <= s < 1830]
@@ -71,6 +104,7 @@ def make_store() -> MemoryStore:
             model_id="m2",
             deployment_id="x1",
         ),
+        engine_samples(),
     )
 
 

@@ -117,9 +117,14 @@ def test_every_default_graph_with_demo_data_renders_with_data(browser, demo):
     for title in expected:
         assert title in drawn, f"{title} not drawn; drawn: {sorted(drawn)}"
         assert sum(drawn[title]["nonNull"]) > 0, title
-    assert [t for t in drawn if t in expected] == expected  # catalog order
-    # no graph for what the demo does not measure
-    assert [t for t in drawn if t not in expected] == [], sorted(drawn)
+    # no graph for what the demo does not measure (a metric the answer omits: no series); asked after
+    # the page drew, as series appear meanwhile. A metric with series and no value yet is drawn empty
+    # (the vLLM replay's TTFT histogram: its recorded counts are 0, so they never grow)
+    answer = demo.series([n for names in panels.values() for n in names])
+    later = {d["name"] for d in answer["metric_descriptors"]}
+    allowed = [title for title, names in panels.items() if set(names) & later]
+    assert [t for t in drawn if t not in allowed] == [], sorted(drawn)
+    assert [t for t in allowed if t in drawn] == list(drawn)  # catalog order (engine groups after)
     page.context.close()
 
 

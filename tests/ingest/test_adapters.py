@@ -46,7 +46,7 @@ EXPECTED_COUNTS = {
     "sglang_docs_production_metrics_sample.prom": 139,  # 91 + 48 baseten_llm_*: tokens, requests, TTFT, TPOT
     "sglang_dp_ranks_issue_excerpt.prom": 9,
     "sglang_engine_type_label_pr_excerpt.prom": 16,  # 15 + running requests as baseten_llm_num_requests
-    "triton_trtllm_backend_readme_sample.prom": 0,
+    "triton_trtllm_backend_readme_sample.prom": 5,  # the two detection markers only (4 + 1 series)
     "vllm_v0_aibrix_runtime_docs_sample.prom": 33,  # 29 + tokens, running, waiting as baseten_llm_*
     "vllm_v1_0.10_engine_label_issue_excerpt.prom": 3,
     "vllm_v1_docs_design_sample.prom": 25,  # 14 + 11 baseten_llm_*: tokens, running, TTFT 8 buckets, count
@@ -308,8 +308,19 @@ def test_c9_renamed_engine_metric_stays_one_series() -> None:
 
 
 def test_unknown_metrics_are_dropped() -> None:
+    # Triton: only the engine-detection markers are kept (ingest.adapters.engines.MARKERS), as they are
+    # with source="triton"; its other 21 series (memory, KV blocks, durations ...) are dropped
     out = adapted("triton_trtllm_backend_readme_sample.prom")
-    assert out == []
+    kept = sorted((s.name, labels(s).get("request_type", ""), s.value) for s in out)
+    assert kept == [
+        ("nv_inference_request_success", "", 0.0),
+        ("nv_trt_llm_request_metrics", "active", 0.0),
+        ("nv_trt_llm_request_metrics", "context", 1.0),
+        ("nv_trt_llm_request_metrics", "max", 512.0),
+        ("nv_trt_llm_request_metrics", "scheduled", 1.0),
+    ]
+    assert all(labels(s)["source"] == "triton" and labels(s)["model"] == "tensorrt_llm" for s in out)
+    assert rules_for("nv_inference_count") == ()
     assert rules_for("node_cpu_usage_seconds_total") == ()
 
 

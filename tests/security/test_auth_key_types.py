@@ -72,6 +72,7 @@ ROUTES = [
     Route("GET", f"{M}/deployments/d1/metrics", "read", 200),
     Route("GET", f"{M}/events", "read", 200),
     Route("GET", f"{M}/histogram_bounds", "read", 200),
+    Route("GET", f"{M}/engines", "read", 200),
     Route("GET", f"{M}/loops_deployments", "read", 200),
     Route("GET", "/v1/organization/gpu_usage", "read_org", 200),
     Route("GET", "/v1/loops/deployments", "read_org", 200),

@@ -18,6 +18,7 @@ from servemetrics.api.deps import Auth, ReadModel, StoreDep
 from servemetrics.api.errors import bad_request
 from servemetrics.api.params import reject_unknown_params
 from servemetrics.catalog import CATALOG, Kind, MetricDef
+from servemetrics.catalog.detection import engines_of
 from servemetrics.query.bounds import histogram_bounds, histogram_names
 from servemetrics.registry.events import EVENT_KINDS, EVENT_TITLES
 
@@ -25,7 +26,9 @@ router = APIRouter(tags=["dashboard"])
 
 
 def metric_entry(m: MetricDef) -> dict[str, Any]:
-    """One catalog row as JSON: the spec's descriptor fields plus aggregation, help and graph fields."""
+    """One catalog row as JSON: the spec's descriptor fields plus aggregation, help and graph fields
+    (``group``: the dashboard's group, "" for the platform's; ``engines``: the detected engines that make
+    it apply, ``[]`` = every deployment; ``catalog.detection``)."""
     return {
         "name": m.name,
         "kind": m.kind.value,
@@ -36,6 +39,8 @@ def metric_entry(m: MetricDef) -> dict[str, Any]:
         "panel": m.panel,
         "legend": m.legend,
         "default_visible": m.default_visible,
+        "group": m.group,
+        "engines": list(engines_of(m.name)),
     }
 
 

@@ -25,11 +25,22 @@ adapts the zeros it dates). When both names appear in one scrape, the new name's
 PREFIXES: dict[str, str] = {"vllm:": "vllm", "sglang:": "sglang"}
 """Engine name prefix -> ``source`` label; any sample with such a prefix is kept under its own name."""
 
+MARKERS: dict[str, str] = {
+    "nv_inference_request_success": "triton",
+    "nv_trt_llm_request_metrics": "triton",
+}
+"""Triton series kept as they are (``source="triton"``) only so that engine detection
+(``catalog.detection.MARKERS``) can tell a Triton deployment: Triton core's per-model success counter and
+the TensorRT-LLM backend's request gauge (exporters.md §6). Triton has no graphs; its other series are
+dropped."""
+
 _SUFFIXES = ("", "_total", "_bucket", "_sum", "_count")
 
 
 def source_of(name: str) -> str | None:
     """The engine ``source`` of a sample name, or ``None`` when it is not an engine metric."""
+    if name in MARKERS:
+        return MARKERS[name]
     for prefix, source in PREFIXES.items():
         if name.startswith(prefix):
             return source

@@ -60,6 +60,9 @@ export function createClient(key) {
     events: (model, start, end, kinds) =>
       get(`${m(model)}/events`, { start_epoch_millis: start, end_epoch_millis: end, kinds }),
     histogramBounds: (model, metrics) => get(`${m(model)}/histogram_bounds`, { metrics }),
+    // the engines detected for a scope ({type: "environment" | "deployment", id})
+    engines: (model, scope) =>
+      get(`${m(model)}/engines`, scope.type === "environment" ? { environment: scope.id } : { deployment_id: scope.id }),
     // scope: {type: "environment" | "deployment", id}
     metrics: (model, scope, start, end, metrics) => {
       const part = scope.type === "environment" ? "environments" : "deployments";

@@ -2,7 +2,7 @@
 // Unit hints are the spec's (SECONDS, BYTES, MEBIBYTES, PER_SECOND, COUNT, RATIO) and the platform SDK's
 // CELSIUS (GPU temperature); COUNT counters are
 // totals per step ("requests per 30 s"), RATIO gauges are fractions shown as %, RATIO counters are
-// CPU-seconds per second shown as cores (docs/catalog.md).
+// CPU-seconds per second shown as cores (docs/catalog.md); token counts and speeds say "tokens".
 
 const BINARY = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
 
@@ -30,6 +30,7 @@ export function stepLabel(seconds) {
 }
 
 function noun(name) {
+  if (name.includes("token")) return "tokens";
   if (name.includes("restart")) return "restarts";
   if (name.includes("webhook")) return "webhook requests";
   if (name.includes("request")) return "requests";
@@ -47,6 +48,7 @@ export function unitOf(metric, stepSeconds) {
     case "MEBIBYTES":
       return { type: "mebibytes", label: "bytes" };
     case "PER_SECOND":
+      if (name.includes("token")) return { type: "rate", label: "tokens/s" };
       return name.includes("request") ? { type: "rate", label: "req/s" } : { type: "rate", label: "per second" };
     case "CELSIUS":
       return { type: "celsius", label: "°C" };
@@ -86,7 +88,9 @@ export function formatValue(v, unit) {
     case "celsius":
       return `${num(v)} °C`;
     case "rate":
-      return unit.label === "req/s" ? `${num(v)} req/s` : `${num(v)}/s`;
+      if (unit.label === "req/s") return `${num(v)} req/s`;
+      if (unit.label === "tokens/s") return `${num(v)} tok/s`; // short enough for the axis
+      return `${num(v)}/s`;
     default:
       return num(v);
   }

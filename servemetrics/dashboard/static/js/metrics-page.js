@@ -1,6 +1,9 @@
 // The Metrics page: model picker, scope (an environment or one deployment), time range, auto-refresh,
 // the graphs of the catalog's panels, Customize view and the Events overlay. One SERIES call fetches
-// every visible panel's metrics; histogram bounds and events are fetched beside it.
+// every visible panel's metrics; histogram bounds and events are fetched beside it. Engine graphs apply
+// only where GET .../engines detects their engine for the scope: asked before the first SERIES call of
+// a scope, then beside every later one (a change reloads). Graphs are drawn by group (the platform's,
+// then "Engine", "LLM", each under its heading), in the layout's order inside a group.
 // When every visible graph has drawn, #graphs gets data-render-state="done" and the page sets the
 // performance mark "servemetrics:graphs-drawn" (the browser tests and bench/dashboard_bench.py wait for it).
 
@@ -10,7 +13,7 @@ import { createOverlay } from "./events.js";
 import { stepLabel } from "./format.js";
 import { createGraph } from "./graphs.js";
 import { writeHash } from "./hash.js";
-import { buildPanels, resolveLayout, toSaved } from "./panels.js";
+import { buildPanels, byGroup, panelApplies, resolveLayout, toSaved } from "./panels.js";
 import { defaultCustom, windowOf } from "./range.js";
 import { nonNullCount, panelData } from "./series.js";
 import * as storage from "./storage.js";
@@ -54,6 +57,7 @@ export function createMetricsPage({ getClient, onError }) {
     showEvents: Boolean(prefs.showEvents),
     kinds: null,
     renders: 0,
+    engines: null, // Set of the engines detected for the scope; null until asked
   };
   const overlay = createOverlay($("tooltip"));
   const customize = createCustomize($("customize"), {
@@ -67,7 +71,7 @@ export function createMetricsPage({ getClient, onError }) {
     onReset: () => {
       storage.clearLayout(s.model);
       s.layout = resolveLayout(s.panels, null);
-      customize.update(s.layout, absentPanels());
+      customize.update(applicablePanels(), s.layout, absentPanels());
       load();
       return s.layout;
     },
@@ -82,8 +86,16 @@ export function createMetricsPage({ getClient, onError }) {
     el.error.textContent = text ? `The API answered: ${text}` : "";
   }
 
+  function applicablePanels() {
+    const detected = s.engines || new Set();
+    return s.panels.filter((p) => panelApplies(p, detected));
+  }
+
   function visiblePanels() {
-    return s.layout.order.filter((id) => !s.layout.hidden.has(id)).map((id) => s.panels.find((p) => p.id === id));
+    const panels = applicablePanels();
+    const known = new Set(panels.map((p) => p.id));
+    const ids = s.layout.order.filter((id) => known.has(id) && !s.layout.hidden.has(id));
+    return byGroup(panels, ids).map((id) => s.panels.find((p) => p.id === id));
   }
 
   function visibleMetricNames() {
@@ -94,7 +106,7 @@ export function createMetricsPage({ getClient, onError }) {
     if (!s.answer) return new Set();
     const present = new Set(s.answer.metric_descriptors.map((d) => d.name));
     return new Set(
-      s.panels
+      applicablePanels()
         .filter((p) => p.metrics.every((m) => s.fetched.has(m.name) && !present.has(m.name)))
         .map((p) => p.id),
     );
@@ -176,6 +188,7 @@ export function createMetricsPage({ getClient, onError }) {
     }
     const i = value.indexOf(":");
     s.scope = { type: value.slice(0, i), id: value.slice(i + 1) };
+    s.engines = null;
     storage.setPrefs({ scopes: { ...(storage.getPrefs().scopes || {}), [s.model]: value } });
     s.fetched = new Set();
     return load();
@@ -217,20 +230,27 @@ export function createMetricsPage({ getClient, onError }) {
     }
     scheduleRefresh(win.live);
     syncHash();
-    const names = visibleMetricNames();
     if (!quiet) {
       setStatus("Loading…");
       el.graphs.dataset.renderState = "loading";
       el.graphs.setAttribute("aria-busy", "true");
     }
     const client = getClient();
-    const hist = names.filter((n) => s.catalog.metrics.find((m) => m.name === n)?.kind === "HISTOGRAM");
-    const missingBounds = hist.filter((n) => !(n in s.bounds));
     try {
-      const [answer, bounds, events] = await Promise.all([
+      const enginesCall = client.engines(s.model, s.scope);
+      if (s.engines === null) {
+        const first = await enginesCall;
+        if (seq !== s.seq) return;
+        s.engines = new Set(first.engines);
+      }
+      const names = visibleMetricNames();
+      const hist = names.filter((n) => s.catalog.metrics.find((m) => m.name === n)?.kind === "HISTOGRAM");
+      const missingBounds = hist.filter((n) => !(n in s.bounds));
+      const [answer, bounds, events, engines] = await Promise.all([
         names.length ? client.metrics(s.model, s.scope, win.start, win.end, names) : null,
         missingBounds.length ? client.histogramBounds(s.model, missingBounds) : { bounds: {} },
         fetchEvents(client, win),
+        enginesCall,
       ]);
       if (seq !== s.seq) return;
       showError("");
@@ -239,7 +259,11 @@ export function createMetricsPage({ getClient, onError }) {
       s.fetched = new Set(names);
       s.window = { start: s.answer.start_epoch_millis, end: s.answer.end_epoch_millis };
       overlay.set(events, s.titles);
+      const detected = new Set(engines.engines);
+      const changed = detected.size !== s.engines.size || [...detected].some((e) => !s.engines.has(e));
+      s.engines = detected;
       render();
+      if (changed) load({ quiet: true }); // detection moved on (cached for minutes): the graphs follow
     } catch (err) {
       if (seq !== s.seq) return;
       el.graphs.setAttribute("aria-busy", "false");
@@ -274,6 +298,15 @@ export function createMetricsPage({ getClient, onError }) {
   function clearGraphs() {
     for (const g of s.graphs.values()) g.destroy();
     s.graphs.clear();
+    for (const h of el.graphs.querySelectorAll(".group-heading")) h.remove();
+  }
+
+  function groupHeading(group) {
+    const h = document.createElement("h2");
+    h.className = "group-heading";
+    h.dataset.group = group;
+    h.textContent = group;
+    return h;
   }
 
   function render() {
@@ -285,7 +318,7 @@ export function createMetricsPage({ getClient, onError }) {
       if (data.lines.length) shown.push({ panel, data });
     }
     const withData = shown.filter(({ data }) => nonNullCount(data.ys) > 0);
-    customize.update(s.layout, absentPanels());
+    customize.update(applicablePanels(), s.layout, absentPanels());
     const from = new Date(a.start_epoch_millis).toLocaleString();
     const to = new Date(a.end_epoch_millis).toLocaleString();
     el.info.textContent = `${from} – ${to}${step ? ` · one point per ${stepLabel(step)}` : ""}`;
@@ -311,7 +344,10 @@ export function createMetricsPage({ getClient, onError }) {
     }
     clearGraphs();
     el.graphs.dataset.renderState = "drawing";
+    let group = "";
     for (const { panel, data } of shown) {
+      if (panel.group && panel.group !== group) el.graphs.append(groupHeading(panel.group));
+      group = panel.group;
       s.graphs.set(panel.id, createGraph(el.graphs, panel, data, { ...ctx(), plugins: [overlay.plugin()] }));
     }
   }
@@ -368,7 +404,7 @@ export function createMetricsPage({ getClient, onError }) {
     reloadEvents();
   });
   $("customize-button").addEventListener("click", () => {
-    if (s.layout) customize.open(s.panels, s.layout, absentPanels());
+    if (s.layout) customize.open(applicablePanels(), s.layout, absentPanels());
   });
 
   return {
@@ -385,6 +421,7 @@ export function createMetricsPage({ getClient, onError }) {
         return {
           id,
           title: s.panels.find((p) => p.id === id).title,
+          group: s.panels.find((p) => p.id === id).group,
           unit: g.unit().label,
           lines: d.lines.map((l) => l.name),
           x: d.x,

@@ -1,6 +1,9 @@
 // Graphs from the catalog: one panel per catalog `panel`, in catalog order; each label set of each of
 // its metrics is a line (named by `legend` and the label set: "p50", "2xx", "avg", "active").
 // Layout (order and hidden panels) is applied on top: saved per model, else the catalog's defaults.
+// Each panel has the `group` of its metrics ("" for the platform's, "Engine", "LLM": shown under a
+// heading, groups in catalog order) and the `engines` that make it apply ([] = every scope; else it
+// applies only where GET .../engines detected one of them).
 
 import { labelSetName } from "./format.js";
 
@@ -21,13 +24,17 @@ export function buildPanels(catalog) {
   for (const metric of catalog.metrics) {
     const title = metric.panel || metric.name;
     const id = panelId(title);
-    if (!byId.has(id)) byId.set(id, { id, title, help: [], metrics: [], defaultVisible: false });
+    if (!byId.has(id)) {
+      byId.set(id, { id, title, help: [], metrics: [], defaultVisible: false, group: metric.group || "" });
+    }
     const panel = byId.get(id);
     panel.metrics.push(metric);
     if (metric.help) panel.help.push(metric.help);
     panel.defaultVisible = panel.defaultVisible || metric.default_visible !== false;
   }
   for (const panel of byId.values()) {
+    const everywhere = panel.metrics.some((m) => !(m.engines || []).length);
+    panel.engines = everywhere ? [] : [...new Set(panel.metrics.flatMap((m) => m.engines))];
     panel.lines = panel.metrics.flatMap((metric) =>
       (metric.label_sets.length ? metric.label_sets : [{}]).map((labels) => ({
         metric,
@@ -39,6 +46,19 @@ export function buildPanels(catalog) {
     );
   }
   return [...byId.values()];
+}
+
+// True when the panel applies to a scope whose detected engines are `detected` (a Set).
+export function panelApplies(panel, detected) {
+  return !panel.engines.length || panel.engines.some((e) => detected.has(e));
+}
+
+// The panel ids `ids` (of `panels`) with each group together, groups in catalog order, the order of
+// `ids` kept inside a group.
+export function byGroup(panels, ids) {
+  const groups = [...new Set(panels.map((p) => p.group))];
+  const groupOf = new Map(panels.map((p) => [p.id, p.group]));
+  return groups.flatMap((g) => ids.filter((id) => groupOf.get(id) === g));
 }
 
 // -> {order: [ids], hidden: Set(ids)} for these panels, from a saved layout or the defaults.
@@ -58,13 +78,4 @@ export function resolveLayout(panels, saved) {
 
 export function toSaved(layout) {
   return { order: [...layout.order], hidden: [...layout.hidden] };
-}
-
-export function move(order, id, delta) {
-  const i = order.indexOf(id);
-  const j = i + delta;
-  if (i < 0 || j < 0 || j >= order.length) return false;
-  order.splice(i, 1);
-  order.splice(j, 0, id);
-  return true;
 }
