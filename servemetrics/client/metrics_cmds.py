@@ -39,6 +39,10 @@ from servemetrics.client.options import (
 from servemetrics.client.tables import metric_series, value_table
 from servemetrics.client.window import HOUR_MS, Clock, check_window, resolve_flags, window_line
 
+NO_METRICS = (
+    "no metrics: none of those asked for has data for this deployment or environment (the service "
+    "leaves out the ones that do not apply)"
+)
 EnvOpt = Annotated[str, typer.Option("--environment", help="Environment name.")]
 DeploymentOpt = Annotated[
     str, typer.Option("--deployment-id", help="Deployment id (or production / development).")
@@ -68,6 +72,8 @@ def show_metrics(answer: dict[str, Any], output: Output, no_chart: bool, clock: 
     )
     if output is Output.json:
         print_json(answer)
+    elif not answer["metric_descriptors"]:
+        typer.echo(NO_METRICS, err=True)
     elif answer["mode"] != "SERIES":
         typer.echo(value_table(answer), nl=False)
     else:
