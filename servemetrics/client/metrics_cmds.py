@@ -5,6 +5,8 @@ stderr, the table or JSON to stdout."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -67,7 +69,9 @@ def show_metrics(answer: dict[str, Any], output: Output, no_chart: bool, clock: 
     """The ``Window:`` line on stderr, then the answer as JSON, the current / summary table, the
     sparklines or (``no_chart``) the per-step table on stdout."""
     typer.echo(
-        window_line(answer["start_epoch_millis"], answer["end_epoch_millis"], answer["step_seconds"], clock.tz),
+        window_line(
+            answer["start_epoch_millis"], answer["end_epoch_millis"], answer["step_seconds"], clock.tz
+        ),
         err=True,
     )
     if output is Output.json:
@@ -81,19 +85,37 @@ def show_metrics(answer: dict[str, Any], output: Output, no_chart: bool, clock: 
         typer.echo(step_table(stamps, series, clock.tz) if no_chart else chart_table(series), nl=False)
 
 
-def _model_metrics(ctx: typer.Context, scope: str, model: tuple[str | None, str | None], flags: dict[str, Any]) -> None:
+@dataclass(frozen=True)
+class MetricsFlags:
+    """The flags both model metrics commands take, as given."""
+
+    mode: Mode
+    start: str | None
+    end: str | None
+    since: str | None
+    metric: list[str] | None
+    no_chart: bool
+    output: Output
+    url: str | None
+    api_key: str | None
+    profile: Path | None
+
+
+def _model_metrics(
+    ctx: typer.Context, scope: str, model: tuple[str | None, str | None], flags: MetricsFlags
+) -> None:
     """The shared body of both model metrics commands: ``scope`` is the path after the model
     (``environments/production``)."""
     clock = clock_of(ctx)
     with reporting():
         one_model(*model)
-        window = resolve_flags(flags["mode"].value, flags["start"], flags["end"], flags["since"], clock)
-        service = connect(flags["url"], flags["api_key"], flags["profile"])
+        window = resolve_flags(flags.mode.value, flags.start, flags.end, flags.since, clock)
+        service = connect(flags.url, flags.api_key, flags.profile)
         model_id = model_id_of(service, *model)
         path = f"/v1/models/{quote(model_id, safe='')}/{scope}/metrics"
-        params = _query(flags["mode"], window, flags["metric"])
+        params = _query(flags.mode, window, flags.metric)
         answer = call(service, "querying metrics", "GET", path, params=params)
-    show_metrics(answer, flags["output"], flags["no_chart"], clock)
+    show_metrics(answer, flags.output, flags.no_chart, clock)
 
 
 def environment_metrics(
@@ -113,8 +135,7 @@ def environment_metrics(
     profile: ProfileOpt = None,
 ) -> None:
     """Metrics of an environment, across every deployment that served it (split at promotions)."""
-    flags = dict(mode=mode, start=start, end=end, since=since, metric=metric, no_chart=no_chart)
-    flags.update(output=output, url=url, api_key=api_key, profile=profile)
+    flags = MetricsFlags(mode, start, end, since, metric, no_chart, output, url, api_key, profile)
     _model_metrics(ctx, f"environments/{quote(environment, safe='')}", (model_id, model_name), flags)
 
 
@@ -135,8 +156,7 @@ def deployment_metrics(
     profile: ProfileOpt = None,
 ) -> None:
     """Metrics of one deployment of a model."""
-    flags = dict(mode=mode, start=start, end=end, since=since, metric=metric, no_chart=no_chart)
-    flags.update(output=output, url=url, api_key=api_key, profile=profile)
+    flags = MetricsFlags(mode, start, end, since, metric, no_chart, output, url, api_key, profile)
     _model_metrics(ctx, f"deployments/{quote(deployment_id, safe='')}", (model_id, model_name), flags)
 
 

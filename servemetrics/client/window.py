@@ -149,5 +149,6 @@ def format_time(ms: int, tz: tzinfo | None) -> str:
 def window_line(start_ms: int, end_ms: int, step_s: int | None, tz: tzinfo | None) -> str:
     """``Window: <start> → <end> (<duration>)``, then `` · <step>/step`` in series mode (the platform
     CLI's stderr line, platform-facts §3 "Output")."""
-    line = f"Window: {format_time(start_ms, tz)} → {format_time(end_ms, tz)} ({format_duration(end_ms - start_ms)})"
+    span = f"{format_time(start_ms, tz)} → {format_time(end_ms, tz)}"
+    line = f"Window: {span} ({format_duration(end_ms - start_ms)})"
     return line if step_s is None else f"{line} · {format_duration(step_s * 1000)}/step"

@@ -41,16 +41,22 @@ def test_flags_beat_the_environment_which_beats_the_profile(served: Served, tmp_
     env = {"SERVEMETRICS_PROFILE": str(profile)}
     code, out, _ = invoke(LIST, **env, SERVEMETRICS_URL=served.base, SERVEMETRICS_API_KEY=MANAGE)
     assert (code, _ids(out)) == (0, ["m1", "m2", "m3"])
-    code, _, err = invoke([*LIST, "--api-key", "sm-wrong-too"], **env, SERVEMETRICS_URL=served.base, SERVEMETRICS_API_KEY=MANAGE)
+    code, _, err = invoke(
+        [*LIST, "--api-key", "sm-wrong-too"], **env, SERVEMETRICS_URL=served.base, SERVEMETRICS_API_KEY=MANAGE
+    )
     assert code == 3, err
-    code, _, err = invoke([*LIST, "--url", dead], **env, SERVEMETRICS_URL=served.base, SERVEMETRICS_API_KEY=MANAGE)
+    code, _, err = invoke(
+        [*LIST, "--url", dead], **env, SERVEMETRICS_URL=served.base, SERVEMETRICS_API_KEY=MANAGE
+    )
     assert (code, err.startswith(f"error: cannot reach {dead}")) == (1, True)
 
 
 def test_a_bad_profile_is_one_line_and_exit_2(tmp_path: Path) -> None:
     profile = tmp_path / "p.yaml"
     cases = {
-        "url: http://x\ntoken: abc\n": f"error: profile {profile}: unknown key(s) token; it holds url and api_key\n",
+        "url: http://x\ntoken: abc\n": (
+            f"error: profile {profile}: unknown key(s) token; it holds url and api_key\n"
+        ),
         "api_key: 123\n": f"error: profile {profile}: api_key must be a string (quote it)\n",
         "- url\n": f"error: profile {profile} must be a mapping with url and api_key\n",
     }
@@ -59,14 +65,34 @@ def test_a_bad_profile_is_one_line_and_exit_2(tmp_path: Path) -> None:
         assert invoke(LIST, SERVEMETRICS_PROFILE=str(profile))[::2] == (2, message)
     missing = tmp_path / "missing.yaml"
     code, _, err = invoke(LIST, SERVEMETRICS_PROFILE=str(missing))
-    assert (code, err) == (2, f"error: profile {missing} does not exist; create it or unset SERVEMETRICS_PROFILE\n")
+    assert (code, err) == (
+        2,
+        f"error: profile {missing} does not exist; create it or unset SERVEMETRICS_PROFILE\n",
+    )
 
 
 def test_local_time_in_a_real_process(served: Served) -> None:
     """``python -m servemetrics`` with ``TZ=Asia/Kolkata`` (UTC+05:30, no DST): 05:30-06:00 local is
     00:00-00:30 UTC, the half hour of 1 replica; the Window line is in local time."""
-    args = ["model", "deployment", "metrics", "--model-id", "m1", "--deployment-id", "d1", "--mode", "summary"]
-    args += ["--start", "2026-01-01T05:30", "--end", "2026-01-01T06:00", "--metric", "baseten_replicas_active"]
+    args = [
+        "model",
+        "deployment",
+        "metrics",
+        "--model-id",
+        "m1",
+        "--deployment-id",
+        "d1",
+        "--mode",
+        "summary",
+    ]
+    args += [
+        "--start",
+        "2026-01-01T05:30",
+        "--end",
+        "2026-01-01T06:00",
+        "--metric",
+        "baseten_replicas_active",
+    ]
     env = {k: v for k, v in os.environ.items() if not k.startswith("SERVEMETRICS_")}
     proc = subprocess.run(
         [sys.executable, "-m", "servemetrics", *args, "--url", served.base, "--api-key", MANAGE],
@@ -76,5 +102,8 @@ def test_local_time_in_a_real_process(served: Served) -> None:
         env={**env, "TZ": "Asia/Kolkata", "PYTHONPATH": str(REPO_ROOT), "XDG_CONFIG_HOME": "/nonexistent"},
         timeout=60,
     )
-    assert (proc.returncode, proc.stdout) == (0, "METRIC                   VALUE\nbaseten_replicas_active  1\n"), proc.stderr
+    assert (proc.returncode, proc.stdout) == (
+        0,
+        "METRIC                   VALUE\nbaseten_replicas_active  1\n",
+    ), proc.stderr
     assert proc.stderr == "Window: 2026-01-01T05:30:00+05:30 → 2026-01-01T06:00:00+05:30 (30m)\n"
