@@ -91,7 +91,10 @@ def events(
         start_ms = end_ms - 3_600_000 if start_ms is None else start_ms
         service = connect(url, api_key, profile)
         path = f"/v1/models/{quote(model_id_of(service, model_id, model_name), safe='')}/events"
-        params: dict[str, str | int | list[str]] = {"start_epoch_millis": start_ms, "end_epoch_millis": end_ms}
+        params: dict[str, str | int | list[str]] = {
+            "start_epoch_millis": start_ms,
+            "end_epoch_millis": end_ms,
+        }
         if kind:
             params["kinds"] = kind
         answer = call(service, "listing events", "GET", path, params=params)

@@ -39,7 +39,11 @@ class Output(StrEnum):
 
 UrlOpt = Annotated[
     str | None,
-    typer.Option("--url", envvar="SERVEMETRICS_URL", help="Service URL (default: the profile's, else http://127.0.0.1:8321)."),
+    typer.Option(
+        "--url",
+        envvar="SERVEMETRICS_URL",
+        help="Service URL (default: the profile's, else http://127.0.0.1:8321).",
+    ),
 ]
 KeyOpt = Annotated[
     str | None, typer.Option("--api-key", envvar="SERVEMETRICS_API_KEY", help="API key (else the profile's).")
@@ -57,7 +61,9 @@ ModelNameOpt = Annotated[str | None, typer.Option("--model-name", help="Model na
 ModeOpt = Annotated[Mode, typer.Option("--mode", case_sensitive=False, help="current, summary or series.")]
 StartOpt = Annotated[str | None, typer.Option("--start", help="ISO-8601 start (local time zone if none).")]
 EndOpt = Annotated[str | None, typer.Option("--end", help="ISO-8601 end (local time zone if none).")]
-SinceOpt = Annotated[str | None, typer.Option("--since", help="The last 90s, 15m, 1h30m … 7d (not with --start/--end).")]
+SinceOpt = Annotated[
+    str | None, typer.Option("--since", help="The last 90s, 15m, 1h30m … 7d (not with --start/--end).")
+]
 MetricOpt = Annotated[list[str] | None, typer.Option("--metric", help="A metric name (repeatable).")]
 NoChartOpt = Annotated[bool, typer.Option("--no-chart", help="Series mode: a per-step table, no sparklines.")]
 OutputOpt = Annotated[Output, typer.Option("--output", "-o", case_sensitive=False, help="table or json.")]
@@ -123,6 +129,7 @@ def model_id_of(service: Service, model_id: str | None, model_name: str | None) 
         )
     if len(models) > 1:
         ids = ", ".join(m["id"] for m in models)
-        raise ClientError(f"{len(models)} models are named {model_name!r} ({ids}); pass --model-id", EXIT_VALIDATION)
+        raise ClientError(
+            f"{len(models)} models are named {model_name!r} ({ids}); pass --model-id", EXIT_VALIDATION
+        )
     return str(models[0]["id"])
-

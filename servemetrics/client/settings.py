@@ -53,7 +53,9 @@ def read_profile(path: Path, explicit: bool) -> dict[str, str]:
     return {str(k): str(v) for k, v in data.items()}
 
 
-def resolve_service(url: str | None, key: str | None, profile: Path | None, env: Mapping[str, str]) -> Service:
+def resolve_service(
+    url: str | None, key: str | None, profile: Path | None, env: Mapping[str, str]
+) -> Service:
     """The service to call: ``url`` / ``key`` (the flags, or their environment variables) over the
     profile's (``profile``, else the default one), the URL defaulting to ``DEFAULT_URL``.
 

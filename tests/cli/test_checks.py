@@ -77,7 +77,19 @@ def test_a_bad_flag_is_one_error_line_and_exit_2(args: list[str], message: str) 
 def test_events_take_windows_longer_than_7_days() -> None:
     """The events API has no longest window, so ``--since 30d`` passes the checks (and reaches the
     network: exit 1, nothing listens)."""
-    code, _, err = invoke(["events", "--model-id", "m1", "--since", "30d", "--url", f"http://127.0.0.1:{free_port()}", "--api-key", "k"])
+    code, _, err = invoke(
+        [
+            "events",
+            "--model-id",
+            "m1",
+            "--since",
+            "30d",
+            "--url",
+            f"http://127.0.0.1:{free_port()}",
+            "--api-key",
+            "k",
+        ]
+    )
     assert (code, err.split(":")[0]) == (1, "error")
     assert "cannot reach" in err
 

@@ -39,7 +39,10 @@ def test_403_for_an_invoke_key_is_3(served: Served) -> None:
 
 def test_404_for_an_unknown_model_is_4(served: Served) -> None:
     code, err = _run(served, [*ENV, "--model-id", "nope"])
-    assert (code, err) == (4, "error: the service answered 404: no model 'nope'; list your models with GET /v1/models\n")
+    assert (code, err) == (
+        4,
+        "error: the service answered 404: no model 'nope'; list your models with GET /v1/models\n",
+    )
     code, err = _run(served, ["loops", "deployment", "metrics", "--deployment-id", "nope"])
     assert code == 4 and "no trainer deployment 'nope'" in err
 

@@ -56,7 +56,15 @@ CASES = {
         "--metric",
         "baseten_replicas_active",
     ],
-    "deployment_without_data": ["model", "deployment", "metrics", "--model-id", "m1", "--deployment-id", "d2"],
+    "deployment_without_data": [
+        "model",
+        "deployment",
+        "metrics",
+        "--model-id",
+        "m1",
+        "--deployment-id",
+        "d2",
+    ],
     "loops_series": [*LOOPS, *TWO_MIN],
     "loops_no_chart_per_minute": [
         *LOOPS,
@@ -67,7 +75,17 @@ CASES = {
         "60",
         "--no-chart",
     ],
-    "events": ["events", "--model-name", "llama", "--since", "30d", "--kind", "PROMOTED", "--kind", "DEPLOYED"],
+    "events": [
+        "events",
+        "--model-name",
+        "llama",
+        "--since",
+        "30d",
+        "--kind",
+        "PROMOTED",
+        "--kind",
+        "DEPLOYED",
+    ],
 }
 
 
@@ -99,11 +117,17 @@ def test_json_is_the_answer_unchanged(served: Served) -> None:
     answer = _api(served, "GET", "/v1/models/m1/environments/production/metrics", params=params)
     assert out == json.dumps(answer, indent=2) + "\n"
     assert err == "Window: 2026-01-01T00:00:00+00:00 → 2026-01-01T01:00:00+00:00 (1h) · 30s/step\n"
-    for args, path in ((["model", "list"], "/v1/models"), (["model", "environment", "list", "--model-id", "m1"], "/v1/models/m1/environments")):
+    for args, path in (
+        (["model", "list"], "/v1/models"),
+        (["model", "environment", "list", "--model-id", "m1"], "/v1/models/m1/environments"),
+    ):
         assert json.loads(_json_out(served, args)[0]) == _api(served, "GET", path)
 
 
 def test_loops_json_is_the_answer_unchanged(served: Served) -> None:
     out, _ = _json_out(served, [*LOOPS, *TWO_MIN])
     body = {"start_epoch_millis": T0, "end_epoch_millis": T0 + 120_000}
-    assert out == json.dumps(_api(served, "POST", "/v1/loops/deployments/t1/metrics", json=body), indent=2) + "\n"
+    assert (
+        out
+        == json.dumps(_api(served, "POST", "/v1/loops/deployments/t1/metrics", json=body), indent=2) + "\n"
+    )

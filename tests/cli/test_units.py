@@ -16,8 +16,16 @@ from tests.query.helpers import T0
 
 @pytest.mark.parametrize(
     ("text", "ms"),
-    [("90s", 90_000), ("15m", 900_000), ("1h30m", 5_400_000), ("1.5h", 5_400_000), ("7d", 604_800_000),
-     ("168h", 604_800_000), ("250ms", 250), ("+2h", 7_200_000)],
+    [
+        ("90s", 90_000),
+        ("15m", 900_000),
+        ("1h30m", 5_400_000),
+        ("1.5h", 5_400_000),
+        ("7d", 604_800_000),
+        ("168h", 604_800_000),
+        ("250ms", 250),
+        ("+2h", 7_200_000),
+    ],
 )
 def test_since_reads_go_durations_and_days(text: str, ms: int) -> None:
     assert parse_since(text) == ms
