@@ -65,6 +65,11 @@ CASES = {
         "--deployment-id",
         "d2",
     ],
+    # the platform's alias: the deployment production points at (d1)
+    "deployment_production_alias": [
+        *["model", "deployment", "metrics", "--model-id", "m1", "--deployment-id", "production"],
+        *["--metric", "baseten_replicas_active"],
+    ],
     "loops_series": [*LOOPS, *TWO_MIN],
     "loops_no_chart_per_minute": [
         *LOOPS,
@@ -131,3 +136,14 @@ def test_loops_json_is_the_answer_unchanged(served: Served) -> None:
         out
         == json.dumps(_api(served, "POST", "/v1/loops/deployments/t1/metrics", json=body), indent=2) + "\n"
     )
+
+
+def test_on_a_terminal_a_progress_bar_shows_on_stderr_only(served: Served) -> None:
+    """With stderr taken for a terminal (Rich's ``TTY_COMPATIBLE=1``) the call shows its progress bar
+    ("querying metrics") on stderr; stdout is the same table as without one."""
+    args = CASES["environment_summary_since"]
+    code, out, err = invoke([*args, "--url", served.base, "--api-key", MANAGE], TTY_COMPATIBLE="1")
+    _, plain_out, _ = invoke([*args, "--url", served.base, "--api-key", MANAGE])
+    assert (code, out) == (0, plain_out)
+    assert "querying metrics" in err
+    assert err.endswith("Window: 2026-01-01T00:00:00+00:00 → 2026-01-01T01:00:00+00:00 (1h)\n")
