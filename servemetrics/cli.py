@@ -1,4 +1,6 @@
-"""The ``servemetrics`` command: ``serve``, ``import``, ``demo``, ``version``, ``rules``.
+"""The ``servemetrics`` command: ``serve``, ``import``, ``demo``, ``version``, ``rules``, and the client
+commands that read a running service (``model …``, ``loops …``, ``events``: ``servemetrics.client``,
+docs/cli.md).
 
 Wiring happens here and in ``api/app.py`` only: the config file is read here and passed down.
 """
@@ -16,6 +18,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TimeRemainingColumn, TransferSpeedColumn
 
 from servemetrics import __version__
+from servemetrics.client.apps import events, loops_app, model_app
 
 if TYPE_CHECKING:
     from servemetrics.config import Config
@@ -221,6 +224,11 @@ def rules(config: ConfigOpt) -> None:
     except NotCompilableError as exc:
         _fail(f"the adapter table cannot be compiled to recording rules: {exc}", code=1)
     typer.echo(text, nl=False)
+
+
+app.add_typer(model_app, name="model")
+app.add_typer(loops_app, name="loops")
+app.command("events")(events)
 
 
 def main() -> None:
