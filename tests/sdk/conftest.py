@@ -101,8 +101,7 @@ PLAYGROUND: dict[str, Any] = {
 
 def _config(tmp: Path, port: int, exporter: str) -> None:
     """The config of the module docstring; the replica scrapes ``exporter``/metrics, the trainer node
-    ``exporter``/node/metrics (the same exposition: the scraper keeps one URL's series per URL, so two
-    targets of one URL would mark each other's series stale)."""
+    ``exporter``/node/metrics (the same exposition under a path of its own)."""
     llama = {
         "id": "m1",
         "name": "llama",
@@ -172,8 +171,9 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     try:
         wait_http(f"{base}/healthz")
         history = _import_history(base)
-        for scraped in ("d1", "t1"):  # the replica's and the trainer node's target, each twice
-            wait_for_scrapes(base, 2, deployment_id=scraped)
+        # the replica's and the trainer node's targets, each at least twice: 6 more scrapes of the two
+        # registry targets, which take turns on their fixed ticks
+        wait_for_scrapes(base, 6, source="registry")
         with (
             ManagementClient(api_key=MANAGE, base_url_override=base) as mine,
             ManagementClient(api_key=OTHER, base_url_override=base) as theirs,
