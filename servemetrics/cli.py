@@ -74,9 +74,39 @@ def serve(config: ConfigOpt) -> None:
             registry.close()
     except ConfigError as exc:
         _fail(f"{config}: {exc}")
-    app = create_app(cfg)
-    freeze_startup_heap()
-    uvicorn.run(app, log_level="info", **_server_options(cfg))
+    lock = _hold_data_dir(cfg.data_dir)
+    try:
+        app = create_app(cfg)
+        freeze_startup_heap()
+        uvicorn.run(app, log_level="info", **_server_options(cfg))
+    finally:
+        os.close(lock)
+
+
+DATA_DIR_LOCK = "servemetrics.lock"
+"""The file in ``data_dir`` a running ``serve`` holds an exclusive ``flock`` on (its PID inside)."""
+
+
+def _hold_data_dir(data_dir: Path) -> int:
+    """Take ``data_dir``'s lock for this ``serve`` and return its descriptor (closing it releases the lock;
+    so does the process ending, however it ends). Another ``serve`` on the same ``data_dir`` would find
+    its store and registry locked only after the server started, as a long traceback: this stops it
+    first with one error line and exit 2 (issue 15)."""
+    import fcntl
+
+    fd = os.open(Path(data_dir) / DATA_DIR_LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        pid = os.read(fd, 32).decode(errors="replace").strip() or "unknown"
+        os.close(fd)
+        _fail(
+            f"data_dir {data_dir} is in use by another `servemetrics serve` (PID {pid}): stop it, "
+            "or give this service another data_dir"
+        )
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
 
 
 def freeze_startup_heap() -> None:

@@ -208,3 +208,27 @@ def test_one_url_twice_in_a_trainer_node_is_one_error_line(tmp_path: Path, serve
     assert _serve(path) == expected
     assert _rules(path) == expected
     assert served == []
+
+
+def test_a_data_dir_in_use_is_one_error_line(tmp_path: Path, served: list[dict]) -> None:
+    """A second ``serve`` on a ``data_dir`` a running one holds (its lock file, PID inside): one line,
+    exit 2, the server never started; once the first is gone, the same config starts."""
+    import fcntl
+    import os
+
+    path = _write(tmp_path, f"data_dir: {tmp_path / 'data'}\n")
+    assert _serve(path) == (0, "")  # creates data_dir; the lock is released when serve returns
+    held = os.open(tmp_path / "data" / cli.DATA_DIR_LOCK, os.O_RDWR)
+    fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.ftruncate(held, 0)
+    os.write(held, b"4242\n")
+    try:
+        assert _serve(path) == (
+            2,
+            f"error: data_dir {tmp_path / 'data'} is in use by another `servemetrics serve` (PID 4242): "
+            "stop it, or give this service another data_dir\n",
+        )
+        assert len(served) == 1
+    finally:
+        os.close(held)
+    assert _serve(path) == (0, "") and len(served) == 2
