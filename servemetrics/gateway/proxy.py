@@ -38,6 +38,9 @@ HOP_BY_HOP = frozenset(
     }
 )
 _NOT_FORWARDED = HOP_BY_HOP | {"host", "authorization", "content-length"}
+_NOT_RELAYED = HOP_BY_HOP | {"server", "date"}
+"""The replica's headers the client never sees: hop-by-hop, and ``Server`` / ``Date``, which our own
+HTTP server sends on every answer (two of each otherwise, issue 15)."""
 
 
 def request_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
@@ -47,9 +50,9 @@ def request_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, byt
 
 
 def response_headers(raw: Iterable[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """The replica's headers to send to the client (hop-by-hop dropped; the body is relayed raw, so
-    ``Content-Length`` and ``Content-Encoding`` stay true)."""
-    return [(k, v) for k, v in raw if k.decode("latin-1").lower() not in HOP_BY_HOP]
+    """The replica's headers to send to the client (hop-by-hop, ``Server`` and ``Date`` dropped: ours are
+    sent; the body is relayed raw, so ``Content-Length`` and ``Content-Encoding`` stay true)."""
+    return [(k, v) for k, v in raw if k.decode("latin-1").lower() not in _NOT_RELAYED]
 
 
 class Relay:

@@ -126,6 +126,8 @@ def test_streamed_latency_matches_the_client_and_ttfb_is_earlier(svc):
                 chunks.append(chunk)
         client_e2e = time.perf_counter() - started
     assert resp.status_code == 200 and resp.headers["x-servemetrics-deployment-id"] == "d2"
+    # one Server and one Date: ours; the replica's own are not relayed beside them
+    assert [len(resp.headers.get_list(h)) for h in ("server", "date")] == [1, 1], resp.headers
     assert len(chunks) >= 2  # streamed, not buffered into one body
     e2e1, n1 = hist_sum_count(base, "baseten_end_to_end_response_time_seconds", "d2")
     ttfb1, _ = hist_sum_count(base, "baseten_time_to_first_byte_seconds", "d2")
