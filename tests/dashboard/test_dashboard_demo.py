@@ -176,14 +176,20 @@ def test_switching_scope_changes_the_api_calls(browser, demo):
     assert calls and all(f"/v1/models/{MODEL}/environments/production/metrics?" in u for u in calls)
     assert all("mode=SERIES" in u for u in calls)
     calls.clear()
-    page.select_option("#scope", "deployment:d1")
-    wait_drawn(page, renders=2)
-    assert calls and all(f"/v1/models/{MODEL}/deployments/d1/metrics?" in u for u in calls)
+    # the switch asks for the deployment's series (and its engines, which may redraw the page: wait for
+    # the request, not for a render count)
+    d1 = f"/v1/models/{MODEL}/deployments/d1/metrics?"
+    with page.expect_request(lambda r: d1 in r.url, timeout=60_000):
+        page.select_option("#scope", "deployment:d1")
+    wait_drawn(page)
+    assert calls and calls[-1].split("/v1/")[1].startswith(d1.split("/v1/")[1])
     page.reload()  # the scope is remembered per model
     wait_drawn(page)
     assert page.input_value("#scope") == "deployment:d1"
-    page.select_option("#scope", "environment:production")
-    wait_drawn(page, renders=2)
+    production = f"/v1/models/{MODEL}/environments/production/metrics?"
+    with page.expect_request(lambda r: production in r.url, timeout=60_000):
+        page.select_option("#scope", "environment:production")
+    wait_drawn(page)
     page.context.close()
 
 
