@@ -25,7 +25,12 @@ if TYPE_CHECKING:
     from servemetrics.importer import Progress as ImportProgress
 
 app = typer.Typer(
-    help="Model-serving metrics: scrape replicas, store samples, answer the metrics API.",
+    help=(
+        "Metrics for the model servers you run: requests, latency, replicas, CPU, GPU and LLM engine "
+        "metrics per model, environment and deployment. Try 'servemetrics demo'; run your own with "
+        "'servemetrics serve --config FILE' (docs/configuration.md); read a running service with "
+        "'servemetrics model ...'."
+    ),
     no_args_is_help=True,
     add_completion=False,
 )
@@ -51,7 +56,14 @@ def _load(path: Path) -> Config:
         _fail(exc)
 
 
-@app.command()
+@app.command(
+    help=(
+        "Run the service: scrape the replicas of the config, store their samples in its data_dir, and "
+        "serve the metrics API, the gateway and the dashboard on its 'listen' address. A bad config, a "
+        "data directory another serve holds or an unreachable registry database stops it with one "
+        "error line and exit code 2."
+    )
+)
 def serve(config: ConfigOpt) -> None:
     """Run the service: scrape the configured targets, store samples, serve the API on ``listen``.
 
@@ -147,7 +159,14 @@ def _progress() -> Progress:
     )
 
 
-@app.command("import")
+@app.command(
+    "import",
+    help=(
+        "Backfill FILE (OpenMetrics text, sample timestamps in seconds) as the samples of one replica: "
+        "through a running service (--url and a key that may manage the model), or straight into the "
+        "data_dir of --config while no service runs there."
+    ),
+)
 def import_file(
     file: Annotated[
         Path, typer.Argument(help="OpenMetrics file with timestamps (seconds).", exists=True, dir_okay=False)
@@ -211,7 +230,14 @@ def _import(
     raise typer.Exit(2)
 
 
-@app.command()
+@app.command(
+    help=(
+        "Try it: the service with a small language model on four replicas of two deployments, their "
+        "LLM engine and GPU metrics, a load generator, and a promotion from d1 to d2 half way. It "
+        "prints the API key and the dashboard's URL, then tables; it stops after --duration, or on "
+        "Ctrl-C with the final tables."
+    )
+)
 def demo(
     port: Annotated[int, typer.Option("--port", help="Port of the service (API and gateway).")] = 8321,
     api_key: Annotated[
@@ -239,7 +265,13 @@ def version() -> None:
     typer.echo(f"servemetrics {__version__}")
 
 
-@app.command()
+@app.command(
+    help=(
+        "Print Prometheus recording rules (YAML) that turn exporter series (vLLM, SGLang, DCGM, kubelet "
+        "...) into the service's metrics, for a Prometheus or VictoriaMetrics that scrapes your "
+        "replicas itself (docs/recording-rules.md). A bad config: one error line, exit code 2."
+    )
+)
 def rules(config: ConfigOpt) -> None:
     """Print the Prometheus recording rules (YAML) that turn exporter series into canonical series.
 

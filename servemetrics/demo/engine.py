@@ -28,6 +28,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
+from servemetrics.demo.busy import BusyMeter
+
 MAX_MODEL_LEN = 32768
 """Context length in tokens (characters): prompt plus ``max_tokens`` may not exceed it (a 400)."""
 MAX_NUM_SEQS = 4
@@ -146,6 +148,8 @@ class Engine:
         self.running: list[Request] = []
         self._lock = threading.Lock()
         self._slots = threading.Semaphore(max_num_seqs)
+        self.busy = BusyMeter(clock)
+        """Time with at least one request running (the DCGM replay's utilisation, ``GET /busy``)."""
 
     def kv_blocks_used(self) -> int:
         """Modelled KV blocks held by the running requests (each request's tokens in whole blocks)."""
@@ -172,6 +176,7 @@ class Engine:
             self.running.append(req)
             req.scheduled = now
             req.cached = self.prefix_cache.lookup(req.prompt)
+        self.busy.enter()
         if self.recorder is not None:
             self.recorder.scheduled(req, now)
 
@@ -196,6 +201,7 @@ class Engine:
             self.running.remove(req)
             if req.first_token is not None:
                 self.prefix_cache.insert(req.prompt)
+        self.busy.leave()
         self._slots.release()
         if self.recorder is not None:
             self.recorder.finished(req, now, reason)

@@ -12,6 +12,8 @@
   vLLM (``--engine vllm``, ``demo.vllm_metrics``) or SGLang format (``--engine sglang``,
   ``demo.sglang_metrics``).
 - ``GET /health``: 503 while the model trains, then 200.
+- ``GET /busy``: ``{"busy_seconds": s}``, the seconds during which at least one request was generating
+  (``Engine.busy``), from which ``dcgm-replay`` derives this replica's GPU utilisation.
 
     python -m servemetrics.demo.replica --port 9301 --size small --token-ms 10 --name d1-r1 --engine vllm
 """
@@ -106,6 +108,8 @@ class Handler(BaseHTTPRequestHandler):
         elif path == "/health":
             ready = State.model is not None
             self._reply(200 if ready else 503, {"status": "ok" if ready else "loading"})
+        elif path == "/busy":
+            self._reply(200, {"busy_seconds": State.engine.busy.busy_seconds()})
         else:
             self._reply(404, {"error": f"no route {path}; use POST /predict, GET /metrics or GET /health"})
 

@@ -86,7 +86,9 @@ class Demo:
         self.load: LoadGenerator | None = None
         self.trainer_load: TrainerLoad | None = None
         self.webhooks: WebhookReceiver | None = None
-        self.started_ms = int(time.time() * 1000)
+        self.load_t0 = time.monotonic()
+        self.load_started_ms = int(time.time() * 1000)
+        """When the load started: the tables' windows start there, when the data does."""
 
     @staticmethod
     def _mkdir(path: Path) -> Path:
@@ -102,9 +104,10 @@ class Demo:
         try:
             self._start()
             self._drive()
+            self._finish("at the end")
             return 0
         except KeyboardInterrupt:
-            self.console.print("\ninterrupted: stopping")
+            self._interrupted()
             return 130
         except Terminated:
             self.console.print("terminated: stopping")
@@ -121,8 +124,7 @@ class Demo:
         for r in self.topo.replicas:
             args = ["--port", str(r.port), "--size", r.size, "--token-ms", f"{r.token_ms:g}", "--name", r.id]
             self.children.start(r.id, ["-m", "servemetrics.demo.replica", *args, "--engine", r.engine])
-        replay = ["-m", "servemetrics.demo.replay", "--kind", "dcgm", "--port", str(self.topo.dcgm_port)]
-        self.children.start("dcgm-replay", replay)
+        self.children.start("dcgm-replay", ["-m", "servemetrics.demo.replay", *self.topo.replay_args()])
         trainer_args = ["--port", str(self.topo.trainer_port), *self.topo.trainer_node_args()]
         self.children.start("trainer", ["-m", "servemetrics.demo.trainer", *trainer_args])
         self.children.start("servemetrics-serve", ["-m", "servemetrics", "serve", "--config", str(config)])
@@ -172,7 +174,8 @@ class Demo:
         self.load.start()
         self.trainer_load = TrainerLoad(f"{self.topo.trainer_url}/v1/train_step", TRAINER_RATE)
         self.trainer_load.start()
-        t0 = time.monotonic()
+        t0 = self.load_t0 = time.monotonic()
+        self.load_started_ms = int(time.time() * 1000)
         plan = promotion_plan(self.o.duration)
         shown = False
         next_status = 15.0
@@ -189,13 +192,33 @@ class Demo:
             if elapsed >= next_status:
                 self._status(elapsed)
                 next_status += 15.0
+
+    def _finish(self, when: str, webhooks_s: float = 30.0) -> None:
+        """Stop the load, let the last answers arrive (webhooks: at most ``webhooks_s`` s; one more scrape),
+        then print the client's counts and the final tables."""
+        if self.load is None:
+            return
         self.load.stop()
         if self.trainer_load is not None:
             self.trainer_load.stop()
-        self._await_webhooks(30.0)
+        self._await_webhooks(webhooks_s)
         time.sleep(SCRAPE_S + 1.5)  # one more scrape of the gateway and replicas
-        self._status(time.monotonic() - t0)
-        self._tables("at the end")
+        self._status(time.monotonic() - self.load_t0)
+        self._tables(when)
+
+    def _interrupted(self) -> None:
+        """Ctrl-C: the final tables as at the end of a run, unless a second Ctrl-C skips them."""
+        if self.load is None:
+            self.console.print("\ninterrupted: stopping")
+            return
+        self.console.print(
+            f"\ninterrupted: one more scrape ({SCRAPE_S + 1.5:g} s), then the final tables "
+            "(Ctrl-C again to skip them)"
+        )
+        try:
+            self._finish("at the interruption", webhooks_s=5.0)
+        except KeyboardInterrupt:
+            self.console.print("skipped the final tables: stopping")
 
     def _await_webhooks(self, at_most_s: float) -> None:
         """Wait (at most ``at_most_s`` seconds) until every accepted async request's webhook arrived, so
@@ -235,7 +258,7 @@ class Demo:
 
     def _tables(self, when: str) -> None:
         now = int(time.time() * 1000)
-        start = max(self.started_ms - 60_000, now - 3_600_000)
+        start = max(self.load_started_ms, now - 3_600_000)
         url = f"{self.env_url}/metrics"
         metrics = report.SUMMARY_METRICS + (report.ASYNC_METRICS if self.async_ok else [])
         try:
@@ -247,8 +270,8 @@ class Demo:
             return
         self.console.print(f"\n[bold]Tables {when}[/bold] (GET {url})")
         self.console.print(report.table(current, "CURRENT (default metrics)"))
-        self.console.print(report.table(summary, "SUMMARY since the demo started"))
-        if self.load is not None and when == "at the end":
+        self.console.print(report.table(summary, "SUMMARY since the load started"))
+        if self.load is not None and when != "after the first scrapes":
             hooks = self.webhooks.received if self.webhooks else []
             self.console.print(report.agreement(dict(self.load.counts), hooks, summary), soft_wrap=True)
         self.console.print(report.table(series, f"SERIES, last steps of {series.get('step_seconds')} s"))
@@ -261,7 +284,7 @@ class Demo:
         self.console.print(loops_report.table(loops))
 
     def _engine_tables(self, start: int, now: int) -> None:
-        """Per deployment, a SUMMARY since the demo started of the engine metrics its replicas expose."""
+        """Per deployment, a SUMMARY since the load started of the engine metrics its replicas expose."""
         engines = {r.deployment: r.engine for r in self.topo.replicas}
         for dep, engine in sorted(engines.items()):
             url = f"{self.topo.base}/v1/models/{MODEL}/deployments/{dep}/metrics"
@@ -270,7 +293,8 @@ class Demo:
             except httpx.HTTPError as exc:
                 self.console.print(f"[red]engine metrics of {dep} failed:[/red] {exc}")
                 continue
-            self.console.print(report.table(body, f"ENGINE {dep} ({engine} format) SUMMARY since the start"))
+            title = f"ENGINE {dep} ({engine} format) SUMMARY since the load started"
+            self.console.print(report.table(body, title))
 
     def _shutdown(self) -> None:
         try:

@@ -106,6 +106,11 @@ class Topology:
             }
         ]
 
+    def replay_args(self) -> list[str]:
+        """``dcgm-replay``'s arguments: its port, and each replica's ``/busy`` (its GPU's utilisation)."""
+        busy = [a for r in self.replicas for a in ("--busy", f"{r.id}={r.url}/busy")]
+        return ["--kind", "dcgm", "--port", str(self.dcgm_port), *busy]
+
     def targets(self, replica: ReplicaSpec) -> list[str]:
         return [
             f"{replica.url}/metrics",

@@ -33,6 +33,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from servemetrics.demo import trainer_replay
+from servemetrics.demo.busy import BusyMeter, utilisation
 
 FEATURES = 8
 KNATIVE_MS_BUCKETS = (
@@ -143,6 +144,10 @@ class Handler(BaseHTTPRequestHandler):
     model = Model()
     nodes: dict[str, tuple[str, str]] = {}
     started = time.monotonic()
+    busy = BusyMeter()
+    gpus = trainer_replay.NodeGpus()
+    readings: dict[str, tuple[float, float]] = {}
+    lock = threading.Lock()
 
     def _send(self, status: int, body: bytes, content_type: str = "application/json") -> None:
         self.send_response(status)
@@ -167,7 +172,7 @@ class Handler(BaseHTTPRequestHandler):
     def _node(self, node: str, what: str, t: float) -> None:
         text = "text/plain; version=0.0.4; charset=utf-8"
         if what == "dcgm/metrics":
-            self._send(200, trainer_replay.dcgm(node, t).encode(), text)
+            self._send(200, self._dcgm(node), text)
         elif what == "kubelet/metrics":
             self._send(200, trainer_replay.kubelet(node, t).encode(), text)
         elif what == "stats/summary":
@@ -175,6 +180,14 @@ class Handler(BaseHTTPRequestHandler):
             self._send(200, trainer_replay.summary(t, pod, namespace))
         else:
             self._send(404, b'{"error": "use dcgm/metrics, kubelet/metrics or stats/summary"}')
+
+    def _dcgm(self, node: str) -> bytes:
+        """``node``'s DCGM text, its GPUs as busy as the trainer was since the previous scrape of it."""
+        reading = (time.monotonic(), self.busy.busy_seconds())
+        with self.lock:
+            before = self.readings.get(node, reading)
+            self.readings[node] = reading
+            return self.gpus.dcgm(node, utilisation(before, reading), reading[0]).encode()
 
     def do_POST(self) -> None:  # noqa: N802
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -200,8 +213,12 @@ class Handler(BaseHTTPRequestHandler):
             return 400, {"error": str(exc)}
         if fault:
             return 500, {"error": "the training step failed (fault requested)"}
-        step, loss = self.model.step(x, y, lr)
-        time.sleep(0.005 + 0.0002 * len(y))  # stands for the GPU work of a step
+        self.busy.enter()
+        try:
+            step, loss = self.model.step(x, y, lr)
+            time.sleep(0.005 + 0.0002 * len(y))  # stands for the GPU work of a step
+        finally:
+            self.busy.leave()
         return 200, {"step": step, "loss": loss}
 
     def log_message(self, *args: object) -> None:

@@ -2,10 +2,11 @@
 
 For node ``node`` at ``t`` seconds after start:
 
-- ``dcgm(node, t)``: the real dcgm-exporter capture (``replays/dcgm_exporter_k8s_pod_sample.prom``, one
-  GPU) presented as two GPU ranks: every sample line is followed by a copy with ``gpu="1"`` (device,
-  UUID and PCI bus id changed to match); the two ranks move with different phases, so their values
-  differ.
+- ``NodeGpus.dcgm(node, u, now)``: the real dcgm-exporter capture
+  (``replays/dcgm_exporter_k8s_pod_sample.prom``, one GPU) presented as two GPU ranks: every sample line
+  is followed by a copy with ``gpu="1"`` (device, UUID and PCI bus id changed to match). Both ranks' fields
+  follow one utilisation level (``gpu_replay``): rank 0 at ``u`` (the trainer's busy fraction), rank 1 at
+  ``RANK1_SHARE`` x ``u`` (the worker waits on the leader at each step), so their values differ.
 - ``kubelet(node, t)``: the kubelet ``/metrics/resource`` test expectation from Kubernetes
   (``replays/kubelet_metrics_resource_test_expectations.prom``; pods ``namespace_a/pod_a`` with two
   containers and ``namespace_b/pod_b`` with one), counters growing and gauges oscillating.
@@ -26,6 +27,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from servemetrics.demo.gpu_replay import GpuReplay
 from servemetrics.demo.replay import REPLAYS, render
 
 DCGM_FILE = "dcgm_exporter_k8s_pod_sample.prom"
@@ -53,10 +55,28 @@ def _rank1(text: str) -> str:
     return text
 
 
-def dcgm(node: str, t: float) -> str:
-    """Two-rank DCGM exposition of ``node`` at ``t`` s (see the module docstring)."""
-    rank0 = render(_text(DCGM_FILE), t, f"/{node}/gpu0").splitlines()
-    rank1 = render(_rank1(_text(DCGM_FILE)), t, f"/{node}/gpu1").splitlines()
+RANK1_SHARE = 0.9
+"""Rank 1's utilisation as a share of rank 0's."""
+
+
+class NodeGpus:
+    """The two GPU ranks of each node (their energy counters grow between calls)."""
+
+    def __init__(self) -> None:
+        self.ranks: dict[str, tuple[GpuReplay, GpuReplay]] = {}
+
+    def dcgm(self, node: str, u: float, now: float) -> str:
+        """Two-rank DCGM exposition of ``node`` at utilisation ``u`` (0-1), ``now`` in monotonic seconds
+        (see the module docstring)."""
+        gpu0, gpu1 = self.ranks.setdefault(
+            node, (GpuReplay(_text(DCGM_FILE)), GpuReplay(_rank1(_text(DCGM_FILE))))
+        )
+        return interleave(gpu0.render(u, now), gpu1.render(RANK1_SHARE * u, now))
+
+
+def interleave(rank0_text: str, rank1_text: str) -> str:
+    """Rank 0's exposition with each sample line followed by rank 1's (same families, same order)."""
+    rank0, rank1 = rank0_text.splitlines(), rank1_text.splitlines()
     out: list[str] = []
     for a, b in zip(rank0, rank1, strict=True):
         out.append(a)

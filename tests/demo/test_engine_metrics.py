@@ -5,19 +5,16 @@ them from real generation."""
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterator
 
 import httpx
 import pytest
 from prometheus_client import CollectorRegistry
 
-from servemetrics.demo import replica
 from servemetrics.demo.engine import MAX_MODEL_LEN, Engine, PrefixCache
-from servemetrics.demo.model import STOP, CharModel, ModelSize
+from servemetrics.demo.model import STOP
 from servemetrics.demo.sglang_metrics import SglangMetrics
 from servemetrics.demo.vllm_metrics import TOKEN_BUCKETS, VllmMetrics, buckets_1_2_5
-from tests.processes import free_port
+from tests.demo.conftest import wait_engine_idle
 
 PROMPT = "the keeper of the light came down again."  # 40 tokens (characters)
 VLLM = {"model_name": "m", "engine": "0"}
@@ -175,28 +172,11 @@ def test_vllm_1_2_5_buckets():
     assert TOKEN_BUCKETS[-3:] == (5000, 10000, 20000)  # up to MAX_MODEL_LEN 32768
 
 
-@pytest.fixture
-def served(monkeypatch) -> Iterator[tuple[str, CollectorRegistry]]:
-    """The replica's handler on a real port with a small trained model and a fresh vLLM registry."""
-    reg = CollectorRegistry()
-    model = CharModel(ModelSize(context=3, embed=8, hidden=32, steps=150), text="the boat came home. " * 40)
-    monkeypatch.setattr(replica.State, "model", model)
-    monkeypatch.setattr(replica.State, "engine", replica.make_engine("vllm", reg, "m"))
-    monkeypatch.setattr(replica.State, "token_s", 0.0)
-    port = free_port()
-    server = replica.ThreadingHTTPServer(("127.0.0.1", port), replica.Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{port}", reg
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 def test_the_replica_records_what_it_streams(served):
     base, reg = served
     get = reg.get_sample_value
     text = httpx.post(f"{base}/predict", json={"prompt": "the  boat", "max_tokens": 12}, timeout=10).text
+    wait_engine_idle()
     assert 1 <= len(text) <= 12
     reason = "stop" if text.endswith(STOP) else "length"
     assert len(text) == 12 or reason == "stop"
@@ -205,6 +185,7 @@ def test_the_replica_records_what_it_streams(served):
     assert get("vllm:inter_token_latency_seconds_count", VLLM) == len(text) - 1
     assert get("vllm:prompt_tokens_total", VLLM) == 8  # "the boat": whitespace collapsed, a token a character
     fault = httpx.post(f"{base}/predict", json={"prompt": "x", "fault": True}, timeout=10)
+    wait_engine_idle()
     assert fault.status_code == 500
     assert get("vllm:request_success_total", {**VLLM, "finished_reason": "abort"}) == 1
     long = httpx.post(f"{base}/predict", content=json.dumps({"prompt": "a" * MAX_MODEL_LEN}), timeout=10)

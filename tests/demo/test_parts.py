@@ -1,16 +1,13 @@
-"""The demo's parts in process: the model, the replica's input check, the replay, the promotion plan (the
-replica's engine metrics: test_engine_metrics.py)."""
+"""The demo's parts in process: the model, the replica's input check, the promotion plan (the replica's
+engine metrics: test_engine_metrics.py; the DCGM replay: test_gpu_replay.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from servemetrics.demo.model import STOP, CharModel, ModelSize
-from servemetrics.demo.replay import FILES, REPLAYS, render
 from servemetrics.demo.replica import BadInput, parse_request
 from servemetrics.demo.run import promotion_plan
-from servemetrics.ingest.adapters import adapt
-from servemetrics.ingest.exposition import parse_exposition
 
 
 def test_the_model_trains_and_streams_characters():
@@ -49,23 +46,6 @@ def test_a_valid_request_gets_defaults():
         "temperature": 0.8,
         "fault": None,
     }
-
-
-def _adapted(kind: str, t: float) -> dict[str, float]:
-    text = render((REPLAYS / FILES[kind]).read_text(), t, "/d1-r1/metrics")
-    parsed = parse_exposition(text.encode(), "text/plain; version=0.0.4", 1_700_000_000_000)
-    assert parsed.duplicates == 0
-    out: dict[str, float] = {}
-    for s in adapt(parsed.samples, {"replica": "d1-r1"}):
-        out[s.name] = out.get(s.name, 0.0) + s.value
-    return out
-
-
-def test_replays_parse_adapt_and_move():
-    gpu0, gpu1 = _adapted("dcgm", 0), _adapted("dcgm", 15)
-    for name in ("baseten_gpu_utilization", "baseten_gpu_memory_used"):
-        assert gpu0[name] > 0 and gpu0[name] != gpu1[name]
-    assert 0 < gpu1["baseten_gpu_utilization"] <= 1
 
 
 def test_promotion_plan():

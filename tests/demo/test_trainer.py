@@ -31,13 +31,13 @@ def _by_gpu(samples, name: str) -> dict[str, float]:
 
 
 def test_dcgm_replay_has_two_ranks_moving_differently():
-    out = _adapted(trainer_replay.dcgm("leader-0", 10.0))
+    out = _adapted(trainer_replay.NodeGpus().dcgm("leader-0", 0.5, 1.0))
     memory = _by_gpu(out, "baseten_gpu_memory_used")
     util = _by_gpu(out, "baseten_gpu_utilization")
-    assert set(memory) == set(util) == {"0", "1"}
-    # recorded FB_USED is 1 MiB and PROF_GR_ENGINE_ACTIVE 0.004656; the replay moves gauges by at most 30 %
-    assert all(0.7 <= v <= 1.3 for v in memory.values()) and memory["0"] != memory["1"]
-    assert all(0.7 * 0.004656 <= v <= 1.3 * 0.004656 for v in util.values()) and util["0"] != util["1"]
+    # rank 0 at the trainer's level 0.5, rank 1 at 0.9 of it; memory: the capture's 1 MiB + 4096 MiB of
+    # weights + 8192 MiB x the level (gpu_replay)
+    assert util == {"0": 0.5, "1": 0.45}
+    assert memory == {"0": 1 + 4096 + 4096, "1": 1 + 4096 + round(0.45 * 8192)}
 
 
 def test_kubelet_replay_counters_grow_as_the_replay_says():
