@@ -201,24 +201,32 @@ def test_reject_on_full_answers_429_with_retry_after(svc):
 
 
 def test_queue_on_full_queues_in_order_and_completes(svc):
+    """Capacity of d4: concurrency_target 1 x 1 replica. A long first request holds it; three more, each
+    sent once the gateway counts the previous one, queue behind it and are served one at a time in the
+    order they came. Only conditions and lower bounds: a busy machine makes it slower, never wrong."""
     base = svc[0]
     path = "/v1/models/m1/deployment/d4/predict"
+    done: list[tuple[int, float]] = []
+
+    def send(i: int, delay_ms: int) -> httpx.Response:
+        resp = predict(base, path, delay_ms=delay_ms, tokens=1)
+        done.append((i, time.perf_counter()))
+        return resp
+
     started = time.perf_counter()
     with ThreadPoolExecutor(4) as pool:
-        futures = [pool.submit(predict, base, path, delay_ms=300, tokens=1) for _ in range(4)]
-        seen = [0.0]
-
-        def all_arrived() -> bool:  # every request in the gateway, or the first one already answered
-            seen[0] = max(seen[0], gauge(base, "baseten_concurrent_requests").get("d4", 0.0))
-            return seen[0] >= 4 or any(f.done() for f in futures)
-
-        wait_until(all_arrived, "four requests at the gateway")
-        concurrent = seen[0]
+        futures = [pool.submit(send, 0, 3000)]
+        for i in range(1, 4):
+            wait_until(lambda i=i: gauge(base, "baseten_concurrent_requests").get("d4") == i, f"{i} at d4")
+            assert not done, "the first request ended before the others queued: lengthen it"
+            futures.append(pool.submit(send, i, 200))
+        wait_until(lambda: gauge(base, "baseten_concurrent_requests").get("d4") == 4, "4 at d4")
         results = [f.result() for f in futures]
-    elapsed = time.perf_counter() - started
     assert [r.status_code for r in results] == [200] * 4
-    assert concurrent == 4  # 1 in flight + 3 queued (capacity: concurrency_target 1 x 1 replica)
-    assert 1.2 <= elapsed < 2.5, elapsed  # served one at a time
+    assert [i for i, _ in done] == [0, 1, 2, 3]  # in the order they came
+    ends = [t for _, t in done]
+    assert all(b - a >= 0.2 for a, b in zip(ends, ends[1:], strict=False))  # one at a time: 200 ms each
+    assert ends[-1] - started >= 3.0 + 3 * 0.2
 
 
 def test_a_replica_failing_health_stops_receiving_traffic(svc):
