@@ -1,6 +1,7 @@
 """THE catalog: every canonical metric the API serves, one row each.
 
-Rows follow ``platform-facts.md`` §1 (the 19 platform metrics) plus three DCGM-derived GPU metrics and
+Rows follow ``platform-facts.md`` §1 (the 19 platform metrics) plus the DCGM-derived GPU metrics
+(tensor core and memory bandwidth activity; power, SM clock and memory health, ``exporters.md`` §4) and
 two that our gateway exports (``baseten_incoming_inference_requests_total``, ``baseten_replicas_desired``;
 docs/gateway.md).
 Conversions made at ingest so that the API reports the unit given here:
@@ -8,6 +9,7 @@ Conversions made at ingest so that the API reports the unit given here:
 - ``baseten_gpu_utilization`` is stored as a 0-1 RATIO (the platform exports percent 0-100; DCGM's
   ``DEV_GPU_UTIL`` is percent, its ``PROF_*`` fields are already 0-1).
 - ``baseten_gpu_memory_used`` stays in MEBIBYTES, as the platform reports it.
+- ``baseten_gpu_sm_clock_hertz`` is in hertz (DCGM's ``DEV_SM_CLOCK`` is MHz); power stays in watts.
 - ``baseten_container_cpu_usage_seconds_total`` is a CPU-seconds counter; the API reports its rate,
   i.e. CPU cores (RATIO, may exceed 1).
 
@@ -34,6 +36,7 @@ CONTAINER_SOURCES: tuple[str, ...] = ("cadvisor", "kubelet_resource", "process")
 one container, one value): cAdvisor (``/metrics/cadvisor``, or standalone), the kubelet's
 ``/metrics/resource``, the model server's own ``process_*`` collector."""
 _READINESS = ({"condition": "true"}, {"condition": "false"}, {"condition": "unknown"})
+_REMAPPED_ROWS = ({"rows": "correctable"}, {"rows": "uncorrectable"})
 
 
 def _hist(name: str, unit: Unit, help: str, panel: str) -> MetricDef:
@@ -256,6 +259,52 @@ _ROWS: tuple[MetricDef, ...] = (
         by_label="condition",
         label_sets=_READINESS,
         panel="Pod readiness",
+    ),
+    MetricDef(
+        "baseten_gpu_power_usage_watts",
+        Kind.GAUGE,
+        Unit.WATTS,
+        _MEAN,
+        "GPU power draw in watts, mean across GPUs.",
+        panel="GPU power",
+        legend="Mean per GPU",
+    ),
+    MetricDef(
+        "baseten_gpu_power_total_watts",
+        Kind.GAUGE,
+        Unit.WATTS,
+        _SUM,
+        "GPU power draw in watts, summed over every GPU.",
+        panel="GPU power",
+        legend="Total",
+    ),
+    MetricDef(
+        "baseten_gpu_sm_clock_hertz",
+        Kind.GAUGE,
+        Unit.PER_SECOND,
+        _MEAN,
+        "GPU streaming-multiprocessor clock in hertz (converted from MHz), mean across GPUs.",
+        panel="GPU SM clock",
+    ),
+    MetricDef(
+        "baseten_gpu_remapped_rows_total",
+        Kind.COUNTER,
+        Unit.COUNT,
+        _SUM,
+        "GPU memory rows remapped in the step, by correctable / uncorrectable error, summed over GPUs.",
+        by_label="rows",
+        label_sets=_REMAPPED_ROWS,
+        panel="GPU memory health",
+        legend="Remapped rows",
+    ),
+    MetricDef(
+        "baseten_gpu_row_remap_failure",
+        Kind.GAUGE,
+        Unit.RATIO,
+        _MEAN,
+        "Fraction of GPUs whose memory row remapping failed (0-1; DCGM reports 0 or 1 per GPU).",
+        panel="GPU memory health",
+        legend="Remap failed",
     ),
 )
 

@@ -21,8 +21,8 @@ class Kind(StrEnum):
 
 class Unit(StrEnum):
     """Advisory unit of the values the API returns (spec ``ModelMetricUnitHintV1``; ``CELSIUS``, degrees
-    Celsius, from the platform's SDK enum: the spec's has no temperature unit). The SDK's ``WATTS`` is
-    not here: no catalog metric is a power."""
+    Celsius, and ``WATTS`` from the platform's SDK enum ``ModelMetricDescriptor.unit_hint``: the spec's
+    has no temperature or power unit)."""
 
     PER_SECOND = "PER_SECOND"
     SECONDS = "SECONDS"
@@ -31,6 +31,7 @@ class Unit(StrEnum):
     COUNT = "COUNT"
     RATIO = "RATIO"
     CELSIUS = "CELSIUS"
+    WATTS = "WATTS"
 
 
 class Aggregation(StrEnum):

@@ -32,6 +32,8 @@ SPEC_PANELS = [
 """The graphs of metrics-dashboard.md, in the page's order."""
 
 
+GPU_MORE = ["GPU power", "GPU SM clock", "GPU memory health"]
+"""DCGM's power, clock and memory health (issue 16 part 3): not on the spec page, listed hidden."""
 LLM_PANELS = list(dict.fromkeys(m.panel for m in LLM_ROWS))
 """The ``baseten_llm_*`` graphs (catalog/llm.py), the LLM group's first, all hidden by default."""
 ENGINE_PANELS = [p for p in dict.fromkeys(m.panel for m in ENGINE_ROWS) if p not in LLM_PANELS]
@@ -57,7 +59,12 @@ def _panels() -> list[str]:
 
 
 def test_panels_follow_the_spec_page_then_the_hidden_ones():
-    hidden = ["WebSocket connections", "Pod readiness", *dict.fromkeys(m.panel for m in ENGINE_ROWS)]
+    hidden = [
+        "WebSocket connections",
+        "Pod readiness",
+        *GPU_MORE,
+        *dict.fromkeys(m.panel for m in ENGINE_ROWS),
+    ]
     assert _panels() == [*SPEC_PANELS, *hidden]  # the Engine group, then the LLM group (baseten_llm_* first)
     assert all(p.startswith(("vLLM ", "SGLang ")) for p in ENGINE_PANELS)
     assert all(p.startswith("LLM ") for p in LLM_PANELS) and len(LLM_PANELS) == 13
@@ -89,10 +96,11 @@ def test_default_visible_is_the_spec_page_graphs():
     assert hidden == {
         "WebSocket connections",
         "Pod readiness",
+        *GPU_MORE,
         *LLM_PANELS,
         *(set(ENGINE_PANELS) - ENGINE_SHOWN),
     }
-    assert len(hidden) - 2 == 30 + 13  # most engine graphs (40 engine panels, 10 shown), every LLM graph
+    assert len(hidden) - 2 - 3 == 30 + 13  # most engine graphs (40 engine panels, 10 shown), every LLM graph
     assert len(ENGINE_PANELS) == 40
 
 

@@ -35,7 +35,7 @@ def labels(sample: Sample) -> dict[str, str]:
 EXPECTED_COUNTS = {
     "cadvisor_testdata_sample.prom": 1,
     "dcgm_exporter_gpu_operator_t4_excerpt.prom": 0,
-    "dcgm_exporter_k8s_pod_sample.prom": 5,
+    "dcgm_exporter_k8s_pod_sample.prom": 11,
     "knative_autoscaler_issue_excerpt.prom": 0,
     "kube_state_metrics_test_expectations.prom": 5,
     "kubelet_cadvisor_cgroup_systemd_issue_excerpt.prom": 0,
@@ -68,13 +68,21 @@ def test_every_fixture_adapts_with_target_labels(path) -> None:
 def test_dcgm_k8s_pod_sample_gpu0() -> None:
     out = adapted("dcgm_exporter_k8s_pod_sample.prom")
     gpu0 = {"gpu": "0", "source": "dcgm", **TARGET}
-    assert all(labels(s) == gpu0 for s in out)  # UUID, Hostname, pod... are not kept
+    # UUID, Hostname, pod... are not kept; the remapped-row counters add which kind of row
+    assert all(labels(s) == gpu0 for s in out if s.name != "baseten_gpu_remapped_rows_total")
     # PROF_GR_ENGINE_ACTIVE (0.004656) wins over DEV_GPU_UTIL (0 %).
     assert value_of(out, "baseten_gpu_utilization") == 0.004656
     assert value_of(out, "baseten_gpu_memory_used") == 1.0  # MiB
     assert value_of(out, "baseten_gpu_temperature_celsius") == 48.0
     assert value_of(out, "baseten_gpu_tensor_core_utilization") == 0.0
     assert value_of(out, "baseten_gpu_memory_bandwidth_utilization") == 0.003074
+    # power in W feeds the mean and the total; the SM clock's 2310 MHz is stored in Hz
+    assert value_of(out, "baseten_gpu_power_usage_watts") == 40.979
+    assert value_of(out, "baseten_gpu_power_total_watts") == 40.979
+    assert value_of(out, "baseten_gpu_sm_clock_hertz") == 2.31e9
+    rows = {labels(s)["rows"]: s.value for s in out if s.name == "baseten_gpu_remapped_rows_total"}
+    assert rows == {"correctable": 0.0, "uncorrectable": 0.0}
+    assert value_of(out, "baseten_gpu_row_remap_failure") == 0.0
     assert {s.ts_ms for s in out} == {SCRAPE_MS}
 
 
