@@ -98,8 +98,12 @@ def browser() -> Iterator[Browser]:
         yield b
 
 
-def open_page(browser: Browser, demo: Demo, path: str = "/") -> Page:
+def open_page(browser: Browser, demo: Demo, path: str = "/", calls: list[str] | None = None) -> Page:
+    """A signed-in page at ``path``; the URL of each metrics request it makes, from the first, is
+    appended to ``calls`` when given (listening after ``goto`` would miss the early ones)."""
     page = new_context(browser, KEY).new_page()
+    if calls is not None:
+        page.on("request", lambda r: calls.append(r.url) if "/metrics?" in r.url else None)
     page.goto(demo.base + path)
     return page
 
@@ -180,9 +184,8 @@ def test_hiding_and_reordering_survive_a_reload(browser, demo):
 
 
 def test_switching_scope_changes_the_api_calls(browser, demo):
-    page = open_page(browser, demo)
     calls: list[str] = []
-    page.on("request", lambda r: calls.append(r.url) if "/metrics?" in r.url else None)
+    page = open_page(browser, demo, calls=calls)
     wait_drawn(page)
     assert calls and all(f"/v1/models/{MODEL}/environments/production/metrics?" in u for u in calls)
     assert all("mode=SERIES" in u for u in calls)
