@@ -4,14 +4,15 @@ Wiring happens here, in ``api/app.py`` and in ``cli.py`` only (STYLE: config is 
 passed down). ``open_service`` opens the registry (applying the YAML's static declarations), the sample
 store and the service's own metrics, starts the gateway (docs/gateway.md), whose series the scraper
 reads in-process like a target's (``GATEWAY_TARGET_URL`` through ``ExpositionTransport``), the scraper
-over the registry's targets (refreshed every ``TARGET_REFRESH_S``) and the retention loop. Leaving the
-``async with`` stops them in the reverse order. It needs no FastAPI: ``create_app`` only keeps the
-``Service`` in ``app.state.service``.
+over the registry's targets (refreshed every ``TARGET_REFRESH_S`` and after registry writes) and the
+retention loop. Leaving the ``async with`` stops them in the reverse order. It needs no FastAPI:
+``create_app`` only keeps the ``Service`` in ``app.state.service``.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -55,6 +56,9 @@ IN_FLIGHT_TOKENS = "baseten_llm_in_flight_tokens"
 
 log = logging.getLogger(__name__)
 TARGET_REFRESH_S = 30.0
+"""Seconds between two reads of the registry's scrape targets without a registry write between."""
+TARGET_REFRESH_MIN_S = 1.0
+"""Seconds at least between two reads of the scrape targets (registry writes come in bursts)."""
 RETENTION_EVERY_S = 3600.0
 IMPORT_SPOOL = ("import-spool-", ".om")
 """Prefix and suffix of the file in ``data_dir`` that ``POST /v1/import`` spools its body to; one left
@@ -152,13 +156,30 @@ def _scrape_client(
 
 
 async def _refresh_targets(service: Service, scraper: Scraper) -> None:
-    while True:
-        try:
-            extra = (gateway_target(),) if service.gateway is not None else ()
-            scraper.set_targets(await asyncio.to_thread(scrape_targets, service.registry, extra))
-        except Exception:
-            log.exception("refreshing scrape targets failed; keeping the previous ones")
-        await asyncio.sleep(TARGET_REFRESH_S)
+    """Give the scraper the registry's targets every ``TARGET_REFRESH_S``, and soon after each write to
+    the registry (at most once a ``TARGET_REFRESH_MIN_S``): a replica failed, back or registered is
+    scraped or left at once."""
+    changed = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def wake() -> None:  # called in the writing thread
+        with contextlib.suppress(RuntimeError):  # the event loop is closed
+            loop.call_soon_threadsafe(changed.set)
+
+    service.registry.listeners.append(wake)
+    try:
+        while True:
+            changed.clear()
+            try:
+                extra = (gateway_target(),) if service.gateway is not None else ()
+                scraper.set_targets(await asyncio.to_thread(scrape_targets, service.registry, extra))
+            except Exception:
+                log.exception("refreshing scrape targets failed; keeping the previous ones")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), TARGET_REFRESH_S)
+            await asyncio.sleep(TARGET_REFRESH_MIN_S)
+    finally:
+        service.registry.listeners.remove(wake)
 
 
 async def _retention(service: Service) -> None:
@@ -172,6 +193,19 @@ async def _retention(service: Service) -> None:
         except Exception:
             log.exception("applying retention failed; will retry")
         await asyncio.sleep(RETENTION_EVERY_S)
+
+
+def gateway_options_of(config: Config) -> GatewayOptions:
+    """The gateway's tunables the config file sets (its ``health`` section: check interval, timeout,
+    failures, the FAILED replicas' backoff); the others keep ``GatewayOptions``' defaults."""
+    h = config.health
+    return GatewayOptions(
+        health_interval_s=h.interval,
+        health_timeout_s=h.timeout,
+        health_failures=h.failures,
+        recovery_backoff_s=h.recovery_backoff,
+        recovery_backoff_max_s=h.recovery_backoff_max,
+    )
 
 
 @asynccontextmanager
@@ -309,7 +343,7 @@ async def open_service(
         clock: epoch-ms clock used for "now" (tests pin it).
         store: a store to use instead of the one ``config`` names (tests); closed at exit too.
         gateway: run the gateway (the app then mounts the inference paths and ``/gateway/metrics``).
-        gateway_options: the gateway's tunables (default ``GatewayOptions()``).
+        gateway_options: the gateway's tunables (default: ``gateway_options_of(config)``).
         queued_options: queued (async) requests' tunables (default ``QueuedOptions()``).
     """
     async with AsyncExitStack() as stack:
@@ -328,7 +362,7 @@ async def open_service(
                 running_gateway(
                     registry,
                     clock,
-                    gateway_options,
+                    gateway_options or gateway_options_of(config),
                     queued_options,
                     service.egress,
                     in_flight_tokens_reader(opened, clock),

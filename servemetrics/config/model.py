@@ -22,6 +22,7 @@ from pydantic import (
 from servemetrics.config.operations import (
     ApiRateLimitConfig,
     AuthRateLimitConfig,
+    HealthConfig,
     IngestConfig,
     LimitsConfig,
     MiB,
@@ -354,6 +355,7 @@ class Config(Strict):
     api_rate_limit: ApiRateLimitConfig = ApiRateLimitConfig()
     ingest: IngestConfig = IngestConfig()
     server: ServerConfig = ServerConfig()
+    health: HealthConfig = HealthConfig()
     key_pepper_file: Path | None = None
 
     @field_validator("registry_url")

@@ -1,12 +1,12 @@
 """The operator's policies and limits of the config file: ``network``, ``limits``, ``auth_rate_limit``,
-``api_rate_limit``, ``ingest`` and ``server`` (docs/configuration.md, docs/security.md). Sizes are bytes,
-durations float seconds."""
+``api_rate_limit``, ``ingest``, ``server`` and ``health`` (docs/configuration.md, docs/security.md).
+Sizes are bytes, durations float seconds."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from servemetrics.config.validators import AllowEntry, Duration, Strict, bounded, byte_size
 
@@ -80,3 +80,25 @@ class ServerConfig(Strict):
     header_timeout: Annotated[Duration, bounded((0.1, "100ms"), (3600.0, "1h"))] = 10.0
     keep_alive_timeout: Annotated[Duration, bounded((0.1, "100ms"), (3600.0, "1h"))] = 5.0
     limit_concurrency: int = Field(default=2048, ge=1, le=1_000_000)
+
+
+class HealthConfig(Strict):
+    """The gateway's health checks of replicas (docs/gateway.md "Health"; float seconds): ``interval``
+    between two checks of a serving replica, ``timeout`` of one check, ``failures`` consecutive failed
+    checks that fail an active replica (FAILED), and the backoff of a FAILED replica's checks:
+    ``recovery_backoff`` before the first, doubling after each failed one up to ``recovery_backoff_max``."""
+
+    interval: Annotated[Duration, bounded((0.05, "50ms"), (3600.0, "1h"))] = 2.0
+    timeout: Annotated[Duration, bounded((0.01, "10ms"), (60.0, "1m"))] = 1.0
+    failures: int = Field(default=2, ge=1, le=100)
+    recovery_backoff: Annotated[Duration, bounded((0.05, "50ms"), (3600.0, "1h"))] = 1.0
+    recovery_backoff_max: Annotated[Duration, bounded((0.05, "50ms"), (86400.0, "1d"))] = 60.0
+
+    @model_validator(mode="after")
+    def _check(self) -> HealthConfig:
+        if self.recovery_backoff > self.recovery_backoff_max:
+            raise ValueError(
+                f"recovery_backoff ({self.recovery_backoff:g}s) must not exceed recovery_backoff_max "
+                f"({self.recovery_backoff_max:g}s)"
+            )
+        return self

@@ -24,7 +24,7 @@ from starlette.responses import Response
 
 from servemetrics.gateway.backpressure import Full, Gate
 from servemetrics.gateway.errors import error_response as error
-from servemetrics.gateway.health import Health
+from servemetrics.gateway.health import Backoff, Health
 from servemetrics.gateway.metrics import DeploymentGauges, DeploymentLabels, GatewayMetrics
 from servemetrics.gateway.proxy import Blocked, Refused, Relay, Upstream, UpstreamError, request_headers
 from servemetrics.gateway.state import DeploymentView, RegistryView, Replica, choose_deployment
@@ -44,6 +44,10 @@ class GatewayOptions:
     health_interval_s: float = 2.0
     health_timeout_s: float = 1.0
     health_failures: int = 2
+    recovery_backoff_s: float = 1.0
+    """Before the first check of a FAILED replica; each next delay doubles (``health.Backoff``)."""
+    recovery_backoff_max_s: float = 60.0
+    """The longest delay between two checks of a FAILED replica."""
     queue_limit: int = 1000
     queue_timeout_s: float = 60.0
     connect_timeout_s: float = 5.0
@@ -162,6 +166,7 @@ class Gateway:
             options.health_timeout_s,
             options.health_failures,
             client_of=self._health_client_of,
+            backoff=Backoff(options.recovery_backoff_s, options.recovery_backoff_max_s),
         )
         self._gates: dict[str, Gate] = {}
         self._settings: dict[str, DeploymentInfo] = {}
@@ -202,7 +207,7 @@ class Gateway:
         views = await self.view.refresh_deployments()
         infos = await asyncio.to_thread(self._read_settings, views)
         self._settings.update(infos)
-        self.health.sync(views)
+        self.health.sync(views, self.view.failed)
         self._health_changed(invalidate=False)
         if time.monotonic() - self._tokens_read_at >= self.options.tokens_interval_s:
             self._tokens_read_at = time.monotonic()

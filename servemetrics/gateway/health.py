@@ -7,6 +7,11 @@ which records REPLICA_TERMINATED with the reason; its targets are then no longer
 that was never healthy stays starting (it may be loading its model). A replica STARTING in the
 registry becomes ACTIVE there at its first good check. A replica terminated through the API leaves the
 registry's serving set, so its loop stops at the next refresh.
+
+A FAILED replica (also one stored FAILED before this process started) is still checked, at the delays
+of ``Backoff`` (1 s doubling to 60 s by default); at its first good check it becomes ACTIVE in the
+registry (REPLICA_TERMINATED recorded with ``status: ACTIVE``), so the next refresh serves it again:
+scraped, checked every ``interval_s`` and routed to once that loop's first check passes.
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 
 import httpx
 
@@ -26,6 +32,29 @@ from servemetrics.types import escape_log, redact_url
 log = logging.getLogger(__name__)
 ReplicaKey = tuple[str, str]
 """(deployment id, replica id)."""
+RECOVERED = "GET /health answered 2xx again"
+"""The ``reason`` of the event of a FAILED replica healthy again."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """The delays (seconds) between checks of a FAILED replica: ``first_s``, then doubling, at most
+    ``max_s`` (exponential backoff, as Kubernetes' CrashLoopBackOff: a replica down for long is asked
+    about once a ``max_s``, one back soon is found soon)."""
+
+    first_s: float = 1.0
+    max_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.first_s <= self.max_s:
+            raise ValueError(f"backoff needs 0 < first_s <= max_s, not {self.first_s} and {self.max_s}")
+
+    def delays(self) -> Iterator[float]:
+        """``first_s, 2 first_s, 4 first_s, …`` capped at ``max_s``, without end."""
+        delay = self.first_s
+        while True:
+            yield delay
+            delay = min(delay * 2, self.max_s)
 
 
 class Health:
@@ -40,6 +69,7 @@ class Health:
         failures: consecutive failed checks that fail an active replica.
         client_of: the client for a replica's checks (default: ``client``), e.g. one whose connections
             the network policy checks (``netpolicy.guarded_client``).
+        backoff: the delays between checks of a FAILED replica.
     """
 
     def __init__(
@@ -51,6 +81,7 @@ class Health:
         timeout_s: float = 1.0,
         failures: int = 2,
         client_of: Callable[[Replica], httpx.AsyncClient] | None = None,
+        backoff: Backoff = Backoff(),
     ) -> None:
         self._client = client
         self._client_of = client_of or (lambda _: client)
@@ -59,22 +90,29 @@ class Health:
         self.interval_s = interval_s
         self.timeout_s = timeout_s
         self.failures = failures
+        self.backoff = backoff
         self.active: set[ReplicaKey] = set()
-        self._loops: KeyedLoops[tuple[str, str, str]] = KeyedLoops()
+        self._loops: KeyedLoops[tuple[str, str, str, bool]] = KeyedLoops()
 
     def is_active(self, replica: Replica) -> bool:
         """True while the replica passes its checks (routable)."""
         return (replica.deployment_id, replica.name) in self.active
 
-    def sync(self, views: Mapping[str, DeploymentView]) -> None:
-        """Start loops for new replicas, stop those of replicas no longer serving."""
+    def sync(self, views: Mapping[str, DeploymentView], failed: Mapping[str, DeploymentView] = {}) -> None:
+        """Start loops for new replicas (``views``: serving; ``failed``: FAILED in the registry, checked
+        with backoff), stop those of replicas in neither any more (or now in the other)."""
         wanted = {
-            (r.deployment_id, r.name, r.base_url): functools.partial(self._loop, r)
+            (r.deployment_id, r.name, r.base_url, False): functools.partial(self._loop, r)
             for v in views.values()
+            for r in v.replicas
+        } | {
+            (r.deployment_id, r.name, r.base_url, True): functools.partial(self._recover, r)
+            for v in failed.values()
             for r in v.replicas
         }
         for gone in self._loops.sync(wanted):
-            self.active.discard(gone[:2])
+            if not gone[3]:
+                self.active.discard(gone[:2])
 
     async def stop(self) -> None:
         """Cancel every loop."""
@@ -105,7 +143,7 @@ class Health:
                     self.active.add(key)
                     self._on_change()
                     if replica.status == "STARTING":
-                        await self._record(replica, "ACTIVE", None)
+                        await self._record(replica, "ACTIVE", None, ("STARTING",))
             elif key in self.active:
                 failed += 1
                 if failed >= self.failures:
@@ -117,19 +155,35 @@ class Health:
                         replica.deployment_id,
                         escape_log(problem),
                     )
-                    await self._record(replica, "FAILED", problem)
+                    await self._record(replica, "FAILED", problem, ("STARTING", "ACTIVE"))
                     return
             await asyncio.sleep(self.interval_s)
 
-    async def _record(self, replica: Replica, status: str, reason: str | None) -> None:
+    async def _recover(self, replica: Replica) -> None:
+        """Check a FAILED replica at the backoff's delays; at the first good check record it ACTIVE."""
+        for delay in self.backoff.delays():
+            await asyncio.sleep(delay)
+            if await self.check(replica) is None:
+                log.info("replica %s of %s is healthy again", replica.name, replica.deployment_id)
+                await self._record(replica, "ACTIVE", RECOVERED, ("FAILED",))
+                return
+
+    async def _record(
+        self, replica: Replica, status: str, reason: str | None, only_from: tuple[str, ...]
+    ) -> None:
+        """Record ``status`` in the registry if the replica's status there is one of ``only_from`` (one
+        terminated meanwhile stays so)."""
         try:
             await asyncio.to_thread(
-                self._registry.deployments.set_replica_status,
-                replica.model_id,
-                replica.deployment_id,
-                replica.name,
-                status,
-                reason,
+                functools.partial(
+                    self._registry.deployments.set_replica_status,
+                    replica.model_id,
+                    replica.deployment_id,
+                    replica.name,
+                    status,
+                    reason,
+                    only_from=only_from,
+                )
             )
         except RegistryError as exc:  # deleted meanwhile: nothing left to record
             log.info("could not record %s for replica %s: %s", status, replica.name, escape_log(str(exc)))

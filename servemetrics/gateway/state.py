@@ -1,8 +1,9 @@
 """What the gateway knows of the registry, never more than ``ttl_s`` (default 1 s) old.
 
 - The serving replicas of every deployment (from ``Registry.list_targets``), refreshed in the
-  background. A replica's serving base URL is its first target of kind ``replica`` (in the order
-  declared) with the path stripped: ``http://10.0.0.5:8000/metrics`` -> ``http://10.0.0.5:8000``.
+  background, and the FAILED ones (still health-checked, never routed to). A replica's serving base URL
+  is its first target of kind ``replica`` (in the order declared) with the path stripped:
+  ``http://10.0.0.5:8000/metrics`` -> ``http://10.0.0.5:8000``.
 - Per environment: which deployments serve it over the next minute (the promotion timeline, so an
   instant promotion scheduled for a later instant switches at that instant) and the running
   promotion's percent; per deployment: its settings; per key: who it is. Read on demand, cached.
@@ -32,11 +33,14 @@ from servemetrics.registry.keys import digest
 T = TypeVar("T")
 HORIZON_MS = 60_000
 """How far ahead (ms) the cached promotion timeline reaches."""
+CHECKED_STATUSES = ("STARTING", "ACTIVE", "FAILED")
+"""The registry statuses of the replicas the gateway health-checks (TERMINATED ones: never)."""
 
 
 @dataclass(frozen=True)
 class Replica:
-    """A replica the gateway may route to (``status``: the registry's STARTING or ACTIVE)."""
+    """A replica the gateway checks (``status``: the registry's STARTING or ACTIVE: it may route to it
+    once healthy; FAILED: checked with backoff only)."""
 
     model_id: str
     deployment_id: str
@@ -103,6 +107,8 @@ class RegistryView:
         self.clock_ms = clock_ms
         self.ttl_s = ttl_s
         self.deployments: dict[str, DeploymentView] = {}
+        self.failed: dict[str, DeploymentView] = {}
+        """Deployment id -> its FAILED replicas (health-checked with backoff, not routed to)."""
         self._cache: dict[tuple[Any, ...], tuple[float, Any]] = {}
         self._version = registry.version
         self._listener: Callable[[], None] | None = None
@@ -134,8 +140,11 @@ class RegistryView:
             self._listener = None
 
     async def refresh_deployments(self) -> dict[str, DeploymentView]:
-        """Re-read the serving replicas of every deployment."""
-        self.deployments = deployment_views(await asyncio.to_thread(self.registry.list_targets))
+        """Re-read the serving replicas of every deployment (returned) and the FAILED ones (``failed``)."""
+        targets = await asyncio.to_thread(self.registry.list_targets, CHECKED_STATUSES)
+        failed = [t for t in targets if t.replica_status == "FAILED"]
+        self.deployments = deployment_views([t for t in targets if t.replica_status != "FAILED"])
+        self.failed = deployment_views(failed)
         return self.deployments
 
     async def _cached(self, key: tuple[Any, ...], load: Callable[[], Awaitable[T]]) -> T:

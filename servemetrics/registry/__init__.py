@@ -26,12 +26,13 @@ from servemetrics.registry.records import (
     TrainerTargetInfo,
 )
 from servemetrics.registry.registry import Registry, create_registry_engine
-from servemetrics.registry.tables import EVENT_KINDS
+from servemetrics.registry.tables import EVENT_KINDS, REPLICA_STATUSES
 from servemetrics.registry.tenancy import Tenancy
 from servemetrics.registry.trainers import Trainers
 
 __all__ = [
     "EVENT_KINDS",
+    "REPLICA_STATUSES",
     "AutoscalingSettings",
     "Conflict",
     "DeploymentInfo",

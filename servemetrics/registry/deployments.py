@@ -21,6 +21,13 @@ from servemetrics.registry.records import (
     NotFound,
     ReplicaInfo,
 )
+from servemetrics.registry.replica_rows import (
+    replace_targets,
+    replica_info,
+    replica_row,
+    status_details,
+    write_status,
+)
 
 _AUTOSCALING_FIELDS = tuple(AUTOSCALING_RANGES)
 
@@ -66,10 +73,6 @@ def _deployment_info(r: Row[Any], active_replicas: int) -> DeploymentInfo:
         dict(r.labels or {}),
         active_replicas,
     )
-
-
-def _replica_info(r: Row[Any], deployment_id: str) -> ReplicaInfo:
-    return ReplicaInfo(r.name, deployment_id, r.status, r.created_at_ms, r.terminated_at_ms)
 
 
 class Deployments:
@@ -302,13 +305,6 @@ class Deployments:
 
     # -- replicas and targets ---------------------------------------------------------------------
 
-    @staticmethod
-    def _replica_row(conn: Connection, deployment_id: str, replica_id: str) -> Row[Any] | None:
-        r = t.replicas
-        return conn.execute(
-            select(r).where(r.c.deployment_id == deployment_id, r.c.name == replica_id)
-        ).first()
-
     def ensure_replica(
         self,
         model_id: str,
@@ -325,7 +321,7 @@ class Deployments:
             raise InvalidValue(f"unknown replica status {status!r}; use {', '.join(t.REPLICA_STATUSES)}")
         with self._core.write() as conn:
             self._must_deployment(model_id, deployment_id, conn)
-            row = self._replica_row(conn, deployment_id, replica_id)
+            row = replica_row(conn, deployment_id, replica_id)
             if row is None:
                 conn.execute(
                     insert(t.replicas).values(
@@ -335,9 +331,9 @@ class Deployments:
                         created_at_ms=self._core.at(at_ms),
                     )
                 )
-                row = self._replica_row(conn, deployment_id, replica_id)
+                row = replica_row(conn, deployment_id, replica_id)
             assert row is not None
-            return _replica_info(row, deployment_id)
+            return replica_info(row, deployment_id)
 
     def list_replicas(self, model_id: str, deployment_id: str) -> list[ReplicaInfo]:
         """Replicas of the deployment, by name; NotFound if the model has no such deployment."""
@@ -348,7 +344,7 @@ class Deployments:
                 .where(t.replicas.c.deployment_id == deployment_id)
                 .order_by(t.replicas.c.name)
             )
-            return [_replica_info(r, deployment_id) for r in rows]
+            return [replica_info(r, deployment_id) for r in rows]
 
     def terminate_replica(
         self, model_id: str, deployment_id: str, replica_id: str, at_ms: int | None = None
@@ -357,26 +353,16 @@ class Deployments:
         at = self._core.at(at_ms)
         with self._core.write() as conn:
             self._must_deployment(model_id, deployment_id, conn)
-            row = self._replica_row(conn, deployment_id, replica_id)
+            row = replica_row(conn, deployment_id, replica_id)
             if row is None:
                 raise NotFound(f"deployment {deployment_id!r} has no replica {replica_id!r}")
             if row.status != "TERMINATED":
-                conn.execute(
-                    update(t.replicas)
-                    .where(t.replicas.c.id == row.id)
-                    .values(status="TERMINATED", terminated_at_ms=at)
-                )
-                details = {
-                    "replica": replica_id,
-                    "old_status": row.status,
-                    "status": "TERMINATED",
-                    "old": {"status": row.status},
-                    "new": {"status": "TERMINATED"},
-                }
+                write_status(conn, row, "TERMINATED", at)
+                details = status_details(row, "TERMINATED")
                 self._deployment_event(conn, model_id, "REPLICA_TERMINATED", at, deployment_id, details)
-            row = self._replica_row(conn, deployment_id, replica_id)
+            row = replica_row(conn, deployment_id, replica_id)
             assert row is not None
-            return _replica_info(row, deployment_id)
+            return replica_info(row, deployment_id)
 
     def set_replica_status(
         self,
@@ -386,36 +372,73 @@ class Deployments:
         status: str,
         reason: str | None = None,
         at_ms: int | None = None,
+        only_from: tuple[str, ...] = t.REPLICA_STATUSES,
     ) -> bool:
-        """Set a replica's status (a health checker's verdict); False if unchanged.
+        """Set a replica's status (a health checker's verdict); False if unchanged, or if its status is
+        not one of ``only_from`` (a replica terminated meanwhile is neither failed nor revived).
 
-        FAILED and TERMINATED also set ``terminated_at_ms`` and record REPLICA_TERMINATED with
-        ``details {replica, old_status, status, reason}``. NotFound if the replica does not exist.
+        FAILED and TERMINATED set ``terminated_at_ms``, ACTIVE or STARTING clear it. A change into
+        FAILED or TERMINATED, or out of them (a failed replica healthy again), records
+        REPLICA_TERMINATED with ``details {replica, old_status, status, reason}``. NotFound if the
+        replica does not exist, InvalidValue for a status not in ``REPLICA_STATUSES``.
         """
         if status not in t.REPLICA_STATUSES:
             raise InvalidValue(f"unknown replica status {status!r}; use {', '.join(t.REPLICA_STATUSES)}")
         at = self._core.at(at_ms)
-        ended = status in ("FAILED", "TERMINATED")
         with self._core.write() as conn:
             self._must_deployment(model_id, deployment_id, conn)
-            row = self._replica_row(conn, deployment_id, replica_id)
+            row = replica_row(conn, deployment_id, replica_id)
             if row is None:
                 raise NotFound(f"deployment {deployment_id!r} has no replica {replica_id!r}")
-            if row.status == status:
+            if row.status == status or row.status not in only_from:
                 return False
-            values: dict[str, Any] = {"status": status, "terminated_at_ms": at if ended else None}
-            conn.execute(update(t.replicas).where(t.replicas.c.id == row.id).values(**values))
-            if ended:
-                details = {
-                    "replica": replica_id,
-                    "old_status": row.status,
-                    "status": status,
-                    "reason": reason,
-                    "old": {"status": row.status},
-                    "new": {"status": status},
-                }
-                self._deployment_event(conn, model_id, "REPLICA_TERMINATED", at, deployment_id, details)
+            self._change_status(conn, model_id, deployment_id, row, status, at, reason)
             return True
+
+    def _change_status(
+        self,
+        conn: Connection,
+        model_id: str,
+        deployment_id: str,
+        row: Row[Any],
+        status: str,
+        at: int,
+        reason: str | None,
+    ) -> None:
+        """Write ``status`` and record REPLICA_TERMINATED on a change into or out of an ended status (the
+        replica's status-change event: the dashboard's nine kinds have no other for a replica)."""
+        write_status(conn, row, status, at)
+        if {status, row.status} & t.ENDED_REPLICA_STATUSES:
+            details = status_details(row, status, reason=reason)
+            self._deployment_event(conn, model_id, "REPLICA_TERMINATED", at, deployment_id, details)
+
+    def register_replica(
+        self, model_id: str, deployment_id: str, replica_id: str, urls: list[str], at_ms: int | None = None
+    ) -> tuple[ReplicaInfo, bool]:
+        """Register replica ``replica_id`` with scrape targets ``urls`` (kind ``replica``): create it
+        ACTIVE, or update the one there (docs/management.md "Creating … replicas"): its targets become
+        ``urls`` (those not listed are removed), and a FAILED or TERMINATED replica becomes ACTIVE again
+        (REPLICA_TERMINATED recorded, ``reason`` "registered again"). One transaction.
+
+        Returns (the replica, True if it was created). NotFound if the model has no such deployment.
+        """
+        at = self._core.at(at_ms)
+        with self._core.write() as conn:
+            self._must_deployment(model_id, deployment_id, conn)
+            row = replica_row(conn, deployment_id, replica_id)
+            created = row is None
+            if row is None:
+                conn.execute(
+                    insert(t.replicas).values(
+                        deployment_id=deployment_id, name=replica_id, status="ACTIVE", created_at_ms=at
+                    )
+                )
+            elif row.status in t.ENDED_REPLICA_STATUSES:
+                self._change_status(conn, model_id, deployment_id, row, "ACTIVE", at, "registered again")
+            row = replica_row(conn, deployment_id, replica_id)
+            assert row is not None
+            replace_targets(conn, row.id, urls)
+            return replica_info(row, deployment_id), created
 
     def ensure_target(
         self,
@@ -433,7 +456,7 @@ class Deployments:
         """
         self.ensure_replica(model_id, deployment_id, replica_id)
         with self._core.write() as conn:
-            replica = self._replica_row(conn, deployment_id, replica_id)
+            replica = replica_row(conn, deployment_id, replica_id)
             assert replica is not None
             tg = t.targets
             where = (tg.c.replica_id == replica.id) & (tg.c.url == url)

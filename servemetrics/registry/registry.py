@@ -9,7 +9,7 @@ span parts (``list_targets``) are the Registry's own. Times are epoch ms; method
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -124,8 +124,9 @@ class Registry:
                     out.setdefault(env.current_deployment_id, (env.name, phase))
         return out
 
-    def list_targets(self) -> list[TargetInfo]:
-        """Every scrape target of a replica that is not TERMINATED or FAILED, with the labels to attach."""
+    def list_targets(self, statuses: Iterable[str] = t.SERVING_REPLICA_STATUSES) -> list[TargetInfo]:
+        """Every scrape target of a replica whose status is one of ``statuses`` (by default STARTING or
+        ACTIVE: those scraped and routed to), with the labels to attach and the replica's status."""
         tg, r, d, m = t.targets, t.replicas, t.deployments, t.models
         query = (
             select(
@@ -141,7 +142,7 @@ class Registry:
             .join(r, tg.c.replica_id == r.c.id)
             .join(d, r.c.deployment_id == d.c.id)
             .join(m, d.c.model_id == m.c.id)
-            .where(r.c.status.in_(("STARTING", "ACTIVE")))
+            .where(r.c.status.in_(tuple(statuses)))
             .order_by(m.c.id, d.c.id, r.c.name, tg.c.id)
         )
         phases = self._phases()

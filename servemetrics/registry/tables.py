@@ -50,6 +50,10 @@ PROMOTION_ACTIONS = ("START", "STEP", "PAUSE", "RESUME", "CANCEL", "FORCE_CANCEL
 """``promotion_steps.action``: what happened to the promotion at ``at_ms``."""
 
 REPLICA_STATUSES = ("STARTING", "ACTIVE", "TERMINATED", "FAILED")
+SERVING_REPLICA_STATUSES = ("STARTING", "ACTIVE")
+"""Replicas in these statuses are scraped and routed to (``Registry.list_targets``' default)."""
+ENDED_REPLICA_STATUSES = frozenset({"FAILED", "TERMINATED"})
+"""Replicas that ended: ``terminated_at_ms`` set; a FAILED one is still health-checked (docs/gateway.md)."""
 
 BACKPRESSURE_POLICIES = ("QUEUE_ON_FULL", "REJECT_ON_FULL")
 

@@ -182,3 +182,53 @@ def test_a_form_encoded_body_says_to_send_json(client):
     )
     assert resp.status_code == 400
     assert "Content-Type: application/json" in resp.json()["error"]
+
+
+def test_registering_a_replica_again_updates_its_targets_and_status(client):
+    client.post("/v1/models", json={"id": "m1", "name": "a"}, headers=h(MANAGE))
+    client.post("/v1/models/m1/deployments", json={"id": "d1", "name": "x"}, headers=h(MANAGE))
+    client.post("/v1/models/m1/deployments", json={"id": "d2", "name": "y"}, headers=h(MANAGE))
+    path = "/v1/models/m1/deployments/d1/replicas"
+    old, new = "http://10.0.0.11:9101/metrics", "http://10.0.0.12:9101/metrics"
+    assert client.post(path, json={"id": "r1", "targets": [old]}, headers=h(MANAGE)).status_code == 201
+    assert client.delete(f"{path}/r1", headers=h(MANAGE)).json() == {"success": True}
+    again = client.post(path, json={"id": "r1", "targets": [new, old]}, headers=h(MANAGE))
+    assert again.status_code == 201, again.text
+    body = again.json()
+    assert (body["id"], body["status"], body["terminated_at"], body["targets"]) == (
+        "r1",
+        "ACTIVE",
+        None,
+        [new, old],
+    )
+    assert client.post(path, json={"id": "r1", "targets": [new]}, headers=h(MANAGE)).json()["targets"] == [
+        new
+    ]
+    listed = client.get(path, headers=h(READ)).json()["replicas"]
+    assert [(r["id"], r["status"], r["targets"]) for r in listed] == [("r1", "ACTIVE", [new])]
+    events = client.get("/v1/models/m1/events", headers=h(READ), params={"kinds": "REPLICA_TERMINATED"})
+    assert [(e["details"]["old_status"], e["details"]["status"]) for e in events.json()["events"]] == [
+        ("ACTIVE", "TERMINATED"),
+        ("TERMINATED", "ACTIVE"),
+    ]
+    # the same id under another deployment is that deployment's own replica; d1's keeps its target
+    other = client.post("/v1/models/m1/deployments/d2/replicas", json={"id": "r1"}, headers=h(MANAGE))
+    assert (other.status_code, other.json()["deployment_id"], other.json()["targets"]) == (201, "d2", [])
+    assert client.get(path, headers=h(READ)).json()["replicas"][0]["targets"] == [new]
+
+
+def test_registering_a_replica_elsewhere_is_a_404_that_says_so(client):
+    client.post("/v1/models", json={"id": "m1", "name": "a"}, headers=h(MANAGE))
+    client.post("/v1/models/m1/deployments", json={"id": "d1", "name": "x"}, headers=h(MANAGE))
+    client.post("/v1/models", json={"id": "m2", "name": "b"}, headers=h(MANAGE))
+    client.post("/v1/models/m2/deployments", json={"id": "e1", "name": "z"}, headers=h(MANAGE))
+    body = {"id": "r1", "targets": ["http://10.0.0.13:9101/metrics"]}
+    foreign = client.post("/v1/models/m1/deployments/d1/replicas", json=body, headers=h(OTHER))
+    assert foreign.status_code == 404 and "m1" in foreign.json()["error"]  # another organization's model
+    wrong = client.post("/v1/models/m1/deployments/e1/replicas", json=body, headers=h(MANAGE))
+    assert (wrong.status_code, wrong.json()) == (
+        404,
+        {"error": "model 'm1' has no deployment 'e1'; list them with GET /v1/models/m1/deployments"},
+    )
+    assert client.get("/v1/models/m1/deployments/d1/replicas", headers=h(MANAGE)).json() == {"replicas": []}
+    assert client.get("/v1/models/m2/deployments/e1/replicas", headers=h(MANAGE)).json() == {"replicas": []}

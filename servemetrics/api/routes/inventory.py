@@ -24,6 +24,7 @@ from servemetrics.api.errors import ApiError
 from servemetrics.api.management_shapes import deployment_v1, model_v1, pointers_of
 from servemetrics.registry import ReplicaInfo
 from servemetrics.registry.ids import check_deployment_id, check_id, check_target_url
+from servemetrics.registry.tables import REPLICA_STATUSES
 from servemetrics.timeutil import iso_ms
 from servemetrics.types import redact_url
 
@@ -112,7 +113,7 @@ def create_deployment(registry: RegistryDep, model: ManageModel, body: Deploymen
 
 def _targets_by_replica(registry: RegistryDep, deployment_id: str) -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for t in registry.list_targets():
+    for t in registry.list_targets(REPLICA_STATUSES):  # a FAILED replica's targets too
         if t.deployment_id == deployment_id:
             out.setdefault(t.replica, []).append(redact_url(t.url))
     return out
@@ -134,15 +135,16 @@ def list_replicas(registry: RegistryDep, model: ReadModel, deployment_id: str) -
 def add_replica(
     service: ServiceDep, model: ManageModel, deployment_id: str, body: ReplicaCreate
 ) -> dict[str, Any]:
-    """Register a replica and its scrape targets (scraped from the next target refresh, within 30 s);
-    400 (``netpolicy.Refused``) for a target the network policy refuses, nothing registered then."""
+    """Register a replica and its scrape targets → ``ReplicaV1`` (scraped from the next target refresh,
+    within a second or two). An id the deployment has already is updated (``Deployments.register_replica``):
+    its targets become ``targets``, and a FAILED or TERMINATED one becomes ACTIVE. 400
+    (``netpolicy.Refused``) for a target the network policy refuses, nothing registered then; 404 for a
+    deployment that is not the model's, or a model of another organization."""
     registry = service.registry
     dep = resolve_deployment(registry, model, deployment_id)
     if service.egress is not None:
         for url in body.targets:
             if service.egress.for_target(dep.id, url) is not None:
                 service.egress.targets.check_url(url, "target")
-    replica = registry.deployments.ensure_replica(model.id, dep.id, body.id)
-    for url in body.targets:
-        registry.deployments.ensure_target(model.id, dep.id, body.id, url)
+    replica, _ = registry.deployments.register_replica(model.id, dep.id, body.id, body.targets)
     return replica_v1(replica, _targets_by_replica(registry, dep.id).get(body.id, []))
