@@ -68,6 +68,16 @@ def promotion_plan(duration: float | None) -> list[tuple[float, str, int]]:
     ]
 
 
+def promotion_request(action: str, percent: int) -> tuple[str, dict[str, object]]:
+    """``(route under the environment, JSON body)`` of one step of ``promotion_plan``: ``promote``
+    starts the rolling promotion of d2 at ``percent``; ``promotion_percent`` moves it (100 completes it).
+    Each records its event (docs/management.md "Environments and promotion")."""
+    body: dict[str, object] = {"percent": percent}
+    if action == "promote":
+        body["deployment_id"] = "d2"
+    return action, body
+
+
 def _on_sigterm(signum: int, frame: FrameType | None) -> None:
     raise Terminated()
 
@@ -231,10 +241,8 @@ class Demo:
             time.sleep(0.2)
 
     def _promote(self, action: str, percent: int) -> None:
-        body: dict[str, object] = {"percent": percent}
-        if action == "promote":
-            body["deployment_id"] = "d2"
-        resp = self.client.post(f"{self.env_url}/{action}", json=body)
+        route, body = promotion_request(action, percent)
+        resp = self.client.post(f"{self.env_url}/{route}", json=body)
         word = "rolling promotion to d2 at" if action == "promote" else "promotion moved to"
         if resp.is_success:
             self.console.print(f"[bold]{word} {percent} %[/bold] ({action})")

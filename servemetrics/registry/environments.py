@@ -245,34 +245,40 @@ class Environments:
             ended = at if status in t.TERMINAL_PROMOTION_STATUSES else None
             pr.set_state(conn, running.id, status, new_percent, ended)
             pr.step(conn, running.id, at, action, new_percent)
-            if action != "STEP":
-                details = {
-                    **pr.promotion_details(conn, running),
-                    "environment": env_name,
-                    "action": action,
-                    "percent": new_percent,
-                    "status": status,
-                    "old": {"status": running.status, "percent": running.percent_traffic_to_new_version},
-                    "new": {"status": status, "percent": new_percent},
-                }
-                self._core.event(
-                    conn,
-                    model_id,
-                    "PROMOTION_CONTROL",
-                    at,
-                    deployment_id=running.deployment_id,
-                    environment=env_name,
-                    details=details,
-                )
+            self._control_events(conn, model_id, env_name, at, running, action)
             return rows.promotion_by_id(conn, running.id)
+
+    def _control_events(
+        self, conn: Connection, model_id: str, env_name: str, at: int, before: PromotionInfo, action: str
+    ) -> None:
+        """Record PROMOTION_CONTROL for ``action`` on the promotion that was ``before`` (every step of
+        the share too), then PROMOTED ``{status: SUCCEEDED, percent: 100}`` when it completed the promotion
+        (a step to 100 or a roll-forward): the dashboard's Events then show each step and the end, and the
+        new deployment is the environment's current one from ``at`` (metrics-dashboard.md "Events")."""
+        after = rows.promotion_by_id(conn, before.id)
+        both = pr.promotion_details(conn, before)
+        status, percent = after.status, after.percent_traffic_to_new_version
+        details = pr.control_details(both, env_name, action, before, status, percent)
+        dep = before.deployment_id
+        self._core.event(
+            conn, model_id, "PROMOTION_CONTROL", at, deployment_id=dep, environment=env_name, details=details
+        )
+        if status == "SUCCEEDED":
+            share = {"environment": env_name, "rolling": before.rolling, "percent": percent, "status": status}
+            promoted = pr.promoted_details(both, share)
+            self._core.event(
+                conn, model_id, "PROMOTED", at, deployment_id=dep, environment=env_name, details=promoted
+            )
 
     def set_promotion_percent(
         self, model_id: str, env_name: str, percent: int, at_ms: int | None = None
     ) -> PromotionInfo:
-        """Record that the rolling promotion now sends ``percent`` % of traffic to the new deployment.
+        """Record that the rolling promotion now sends ``percent`` % of traffic to the new deployment;
+        records PROMOTION_CONTROL ``{action: STEP, percent, status}``.
 
-        100 completes it (SUCCEEDED; only the new deployment serves from ``at_ms``). Conflict when no
-        promotion is in progress; InvalidValue outside 0..100; NotFound for an unknown environment.
+        100 completes it (SUCCEEDED; only the new deployment serves from ``at_ms``, and PROMOTED
+        ``{percent: 100, status: SUCCEEDED}`` follows the step's event). Conflict when no promotion is in
+        progress; InvalidValue outside 0..100; NotFound for an unknown environment.
         """
         pr.check_percent(percent)
         return self._control(model_id, env_name, "STEP", percent, at_ms)
@@ -298,8 +304,9 @@ class Environments:
     def force_roll_forward_promotion(
         self, model_id: str, env_name: str, at_ms: int | None = None
     ) -> PromotionInfo:
-        """Complete the running promotion now (SUCCEEDED at 100 %; only the new deployment serves).
-        Conflict when none is in progress."""
+        """Complete the running promotion now (SUCCEEDED at 100 %; only the new deployment serves);
+        records PROMOTION_CONTROL then PROMOTED ``{percent: 100, status: SUCCEEDED}``. Conflict when none
+        is in progress."""
         return self._control(model_id, env_name, "ROLL_FORWARD", None, at_ms)
 
     # -- the serving timeline ---------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The rules and rows of promotions, for the environments part: the starting share of a new promotion,
 the status a share gives, what each control action may start from and leads to, the promotion and step
-rows, and the details of PROMOTED events. Percents are integers 0..100; times are epoch ms.
+rows, and the details of PROMOTED and PROMOTION_CONTROL events. Percents are integers 0..100; times are
+epoch ms.
 """
 
 from __future__ import annotations
@@ -138,4 +139,22 @@ def promoted_details(both: dict[str, Any], share: dict[str, Any]) -> dict[str, A
             "deployment_name": both["previous_deployment_name"],
         },
         "new": {"deployment_id": both["deployment_id"], "deployment_name": both["deployment_name"]},
+    }
+
+
+def control_details(
+    both: dict[str, Any], environment: str, action: str, before: PromotionInfo, status: str, percent: int
+) -> dict[str, Any]:
+    """The PROMOTION_CONTROL event's details: the promotion's two deployments (``both``), ``environment``,
+    ``action`` (STEP for a change of share, PAUSE, RESUME, CANCEL, FORCE_CANCEL, ROLL_FORWARD), the new
+    ``percent`` and ``status``, then ``old`` and ``new`` ``{status, percent}`` (``before`` is the
+    promotion as it was; metrics-dashboard.md "Events": "Promotion control action")."""
+    return {
+        **both,
+        "environment": environment,
+        "action": action,
+        "percent": percent,
+        "status": status,
+        "old": {"status": before.status, "percent": before.percent_traffic_to_new_version},
+        "new": {"status": status, "percent": percent},
     }

@@ -1,7 +1,8 @@
 """`servemetrics demo --duration 120` as a real subprocess: the API it feeds, the promotion, a clean exit.
 
 While the demo runs, the test records the demo's child processes (from /proc), waits for the rolling
-promotion's PROMOTED event, and after the promotion reached 100 % (40 s later) queries the environment:
+promotion's PROMOTED event, and after the promotion reached 100 % (40 s later) checks its events (the
+start, the 50 % and 100 % steps, the end) and queries the environment:
 every default metric and the request, replica, CPU, GPU (and async, when the route exists) metrics are
 non-null, and the SERIES has a value set starting at the PROMOTED event's instant. Each deployment's
 engine metrics (d1's replicas expose vLLM's format, d2's SGLang's) shown by default are non-null over
@@ -153,6 +154,25 @@ def _check_llm(client: httpx.Client, url: str, window: dict[str, int], engine_sp
     assert math.isclose(got["baseten_llm_decode_tokens_per_second"][0], engine_speed, rel_tol=1e-9), url
 
 
+def _check_promotion_events(client: httpx.Client, base: str, promo_ms: int) -> None:
+    """The rolling promotion of d2 recorded its start, both steps and its end (issue 15), in order."""
+    params = {"kinds": "PROMOTED,PROMOTION_CONTROL", "start_epoch_millis": promo_ms}
+    events = client.get(f"{base}/v1/models/demo-model/events", params=params).json()["events"]
+    got = [
+        (e["kind"], e["details"].get("action"), e["details"]["percent"], e["details"]["status"])
+        for e in events
+    ]
+    assert got == [
+        ("PROMOTED", None, 25, "RAMPING_UP"),
+        ("PROMOTION_CONTROL", "STEP", 50, "RAMPING_UP"),
+        ("PROMOTION_CONTROL", "STEP", 100, "SUCCEEDED"),
+        ("PROMOTED", None, 100, "SUCCEEDED"),
+    ]
+    assert {e["deployment_id"] for e in events} == {"d2"}
+    times = [e["epoch_millis"] for e in events]
+    assert times[0] == promo_ms and times[0] < times[1] < times[2] == times[3]
+
+
 def test_demo_feeds_every_metric_promotes_and_exits_cleanly(tmp_path):
     port = free_port()
     base = f"http://127.0.0.1:{port}"
@@ -164,7 +184,7 @@ def test_demo_feeds_every_metric_promotes_and_exits_cleanly(tmp_path):
     try:
         started_ms = int(time.time() * 1000)
         promoted = None
-        deadline = time.monotonic() + DURATION_S / 2 + 90  # start-up and half the duration
+        deadline = time.monotonic() + DURATION_S / 2 + 240  # start-up (100 s seen under load), half the run
         while promoted is None and time.monotonic() < deadline:
             assert proc.poll() is None, (tmp_path / "demo.out").read_text()
             seen |= _children(proc.pid)
@@ -187,6 +207,8 @@ def test_demo_feeds_every_metric_promotes_and_exits_cleanly(tmp_path):
         assert proc.poll() is None
         now = int(time.time() * 1000)
         assert client.get(env).json()["in_progress_promotion"] is None  # reached 100 %
+        assert client.get(env).json()["current_deployment"]["id"] == "d2"
+        _check_promotion_events(client, base, promo_ms)
         current = client.get(f"{env}/metrics").json()
         assert [d["name"] for d in current["metric_descriptors"]] == list(DEFAULT_METRICS)
         assert _nulls(current) == []

@@ -190,6 +190,16 @@ def test_apply_is_idempotent_and_builds_the_timeline(registry: Registry) -> None
         (e.at_ms, e.deployment_id) for e in registry.events.list_events("m1", 0, 10**15, ["DEPLOYED"])
     ]
     assert deployed == [(T0, "d1"), (T0 + 3_600_000, "d2")]  # dated by the file's first promotion of each
+    promotion_events = [
+        (e.at_ms, e.kind, e.deployment_id, e.details["percent"], e.details["status"])
+        for e in registry.events.list_events("m1", 0, 10**15, ["PROMOTED", "PROMOTION_CONTROL"])
+    ]
+    assert promotion_events == [  # once each, though applied twice; the 100 % step ends the promotion
+        (T0, "PROMOTED", "d1", 100, "SUCCEEDED"),
+        (T0 + 3_600_000, "PROMOTED", "d2", 25, "RAMPING_UP"),
+        (T0 + 5_400_000, "PROMOTION_CONTROL", "d2", 100, "SUCCEEDED"),
+        (T0 + 5_400_000, "PROMOTED", "d2", 100, "SUCCEEDED"),
+    ]
     with registry.engine.connect() as conn:
         stored = [str(v) for r in conn.execute(t.api_keys.select()) for v in r]
     assert not any("acme-manage-key-123" in v for v in stored)

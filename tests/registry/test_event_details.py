@@ -40,7 +40,7 @@ def _story(reg: Registry) -> None:
 
 def test_promoted_names_both_deployments(seeded: Registry) -> None:
     _story(seeded)
-    first, second = _events(seeded, "PROMOTED")
+    first, second, third = _events(seeded, "PROMOTED")
     assert first == (
         2_000,
         "d1",
@@ -70,6 +70,8 @@ def test_promoted_names_both_deployments(seeded: Registry) -> None:
         "old": {"deployment_id": "d1", "deployment_name": "v-d1"},
         "new": {"deployment_id": "d2", "deployment_name": "v-d2"},
     }
+    # the roll-forward at 5,000 completes the rolling promotion: a second PROMOTED of d2, at 100 %
+    assert third == (5_000, "d2", "production", {**second[3], "percent": 100, "status": "SUCCEEDED"})
 
 
 def test_promotion_control_has_status_and_percent_before_and_after(seeded: Registry) -> None:

@@ -193,11 +193,18 @@ def test_pause_resume_roll_forward_and_control_events(seeded: Registry) -> None:
         (30_000, D1 | D2),
         (34_000, D2),
     ]
-    controls = [
-        (e.at_ms, e.details["action"])
-        for e in seeded.events.list_events("m1", 0, 10**6, ["PROMOTION_CONTROL"])
+    events = [
+        (e.at_ms, e.kind, e.details.get("action"), e.details["percent"], e.details["status"])
+        for e in seeded.events.list_events("m1", 30_000, 10**6, ["PROMOTED", "PROMOTION_CONTROL"])
     ]
-    assert controls == [(31_000, "PAUSE"), (33_000, "RESUME"), (34_000, "ROLL_FORWARD")]
+    assert events == [
+        (30_000, "PROMOTED", None, 0, "RELEASING"),
+        (31_000, "PROMOTION_CONTROL", "PAUSE", 0, "PAUSED"),
+        (32_000, "PROMOTION_CONTROL", "STEP", 40, "PAUSED"),  # a step keeps a paused promotion paused
+        (33_000, "PROMOTION_CONTROL", "RESUME", 40, "RAMPING_UP"),
+        (34_000, "PROMOTION_CONTROL", "ROLL_FORWARD", 100, "SUCCEEDED"),
+        (34_000, "PROMOTED", None, 100, "SUCCEEDED"),  # the roll-forward completed it
+    ]
 
 
 def test_force_cancel_and_deactivated_environment(seeded: Registry) -> None:
