@@ -23,9 +23,10 @@ def shared_dir() -> Path:
     return SHARED
 
 
-PLATFORM_UNIT_HINTS = ("CELSIUS",)
+PLATFORM_UNIT_HINTS = ("CELSIUS", "WATTS")
 """Unit hints we serve beyond the spec's ``ModelMetricUnitHintV1`` enum: the platform's SDK (PyPI
-``baseten`` 0.13.1) has ``CELSIUS`` (GPU temperature, issue 14), which the spec's enum predates."""
+``baseten`` 0.13.1) has ``CELSIUS`` (GPU temperature, issue 14) and ``WATTS`` (GPU power, issue 16),
+which the spec's enum predates."""
 
 
 def schema_validator(schema_name: str) -> jsonschema.Draft202012Validator:

@@ -98,7 +98,7 @@ def _labels(labels: dict[str, str]) -> str:
 
 def fmt(value: float | None, unit: str, name: str = "") -> str:
     """A value for a table: ``null``, seconds in ms, bytes in KiB/MiB, GPU ratios in %, CPU in cores, °C,
-    rates per second."""
+    W, clocks in MHz, rates per second."""
     if value is None:
         return "null"
     if unit == "SECONDS":
@@ -111,6 +111,10 @@ def fmt(value: float | None, unit: str, name: str = "") -> str:
         return f"{value:.1f} MiB"
     if unit == "CELSIUS":
         return f"{value:.1f} °C"
+    if unit == "WATTS":
+        return f"{value:.1f} W"
+    if unit == "PER_SECOND" and name.endswith("_hertz"):
+        return f"{value / 1e6:.0f} MHz"
     if unit == "PER_SECOND":
         return f"{value:.4g} /s"
     return f"{value:.4g}"

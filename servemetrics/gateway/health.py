@@ -10,7 +10,7 @@ registry's serving set, so its loop stops at the next refresh.
 
 A FAILED replica (also one stored FAILED before this process started) is still checked, at the delays
 of ``Backoff`` (1 s doubling to 60 s by default); at its first good check it becomes ACTIVE in the
-registry (REPLICA_TERMINATED recorded with ``status: ACTIVE``), so the next refresh serves it again:
+registry (REPLICA_RECOVERED recorded, ``status: ACTIVE``), so the next refresh serves it again:
 scraped, checked every ``interval_s`` and routed to once that loop's first check passes.
 """
 

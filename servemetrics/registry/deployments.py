@@ -405,12 +405,14 @@ class Deployments:
         at: int,
         reason: str | None,
     ) -> None:
-        """Write ``status`` and record REPLICA_TERMINATED on a change into or out of an ended status (the
-        replica's status-change event: the dashboard's nine kinds have no other for a replica)."""
+        """Write ``status`` and record the change into an ended status (FAILED, TERMINATED) as
+        REPLICA_TERMINATED, out of one as REPLICA_RECOVERED (``tables.EVENT_KINDS``)."""
         write_status(conn, row, status, at)
         if {status, row.status} & t.ENDED_REPLICA_STATUSES:
             details = status_details(row, status, reason=reason)
-            self._deployment_event(conn, model_id, "REPLICA_TERMINATED", at, deployment_id, details)
+            ended = status in t.ENDED_REPLICA_STATUSES
+            kind = "REPLICA_TERMINATED" if ended else "REPLICA_RECOVERED"
+            self._deployment_event(conn, model_id, kind, at, deployment_id, details)
 
     def register_replica(
         self, model_id: str, deployment_id: str, replica_id: str, urls: list[str], at_ms: int | None = None
@@ -418,7 +420,7 @@ class Deployments:
         """Register replica ``replica_id`` with scrape targets ``urls`` (kind ``replica``): create it
         ACTIVE, or update the one there (docs/management.md "Creating … replicas"): its targets become
         ``urls`` (those not listed are removed), and a FAILED or TERMINATED replica becomes ACTIVE again
-        (REPLICA_TERMINATED recorded, ``reason`` "registered again"). One transaction.
+        (REPLICA_RECOVERED recorded, ``reason`` "registered again"). One transaction.
 
         Returns (the replica, True if it was created). NotFound if the model has no such deployment.
         """

@@ -1,4 +1,5 @@
-"""The events part of the registry: events of a model, the nine kinds of the dashboard's overlay, each
+"""The events part of the registry: events of a model, the nine kinds of the dashboard's overlay and our
+``REPLICA_RECOVERED`` (``tables.EVENT_KINDS``), each
 with time, kind and details; and the context (deployment, environment) other parts add to theirs."""
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ EVENT_TITLES: dict[str, str] = {
     "INSTANCE_TYPE_CHANGED": "Instance type changed",
     "REPLICA_TERMINATED": "Replica terminated",
     "ENVIRONMENT_UPDATED": "Environment updated",
+    "REPLICA_RECOVERED": "Replica recovered",
 }
 """Event kind -> the display name of the dashboard's Events overlay (metrics-dashboard.md "Events")."""
 

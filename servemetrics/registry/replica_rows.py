@@ -1,6 +1,7 @@
 """Row helpers of the replicas and their scrape targets, over an open ``Connection`` (the caller's
 transaction): find a replica, read it, write its status, replace its targets, and the details of its
-status-change event (REPLICA_TERMINATED, docs/dashboard-api.md "Events"). Times are epoch ms."""
+status-change events (REPLICA_TERMINATED, REPLICA_RECOVERED; docs/dashboard-api.md "Events"). Times are
+epoch ms."""
 
 from __future__ import annotations
 
@@ -32,7 +33,8 @@ def write_status(conn: Connection, row: Row[Any], status: str, at: int) -> None:
 
 
 def status_details(row: Row[Any], status: str, **extra: Any) -> dict[str, Any]:
-    """REPLICA_TERMINATED's details for the replica of ``row`` going to ``status``: ``{replica,
+    """The status-change event's details (REPLICA_TERMINATED, REPLICA_RECOVERED) for the replica of
+    ``row`` going to ``status``: ``{replica,
     old_status, status, **extra, old: {status}, new: {status}}`` (``extra``: the health checker's
     ``reason``)."""
     details = {"replica": row.name, "old_status": row.status, "status": status, **extra}

@@ -67,8 +67,11 @@ EVENT_KINDS = (
     "INSTANCE_TYPE_CHANGED",
     "REPLICA_TERMINATED",
     "ENVIRONMENT_UPDATED",
+    "REPLICA_RECOVERED",
 )
-"""The nine event kinds of the dashboard's Events overlay (metrics-dashboard.md "Events")."""
+"""The nine event kinds of the dashboard's Events overlay (metrics-dashboard.md "Events"), then ours:
+``REPLICA_RECOVERED``, a FAILED or TERMINATED replica back to ACTIVE (healthy again, or registered
+again), which the spec's nine have no kind for (calling it "Replica terminated" would say the opposite)."""
 
 METADATA = MetaData()
 

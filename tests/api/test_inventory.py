@@ -206,10 +206,11 @@ def test_registering_a_replica_again_updates_its_targets_and_status(client):
     ]
     listed = client.get(path, headers=h(READ)).json()["replicas"]
     assert [(r["id"], r["status"], r["targets"]) for r in listed] == [("r1", "ACTIVE", [new])]
-    events = client.get("/v1/models/m1/events", headers=h(READ), params={"kinds": "REPLICA_TERMINATED"})
-    assert [(e["details"]["old_status"], e["details"]["status"]) for e in events.json()["events"]] == [
-        ("ACTIVE", "TERMINATED"),
-        ("TERMINATED", "ACTIVE"),
+    kinds = {"kinds": "REPLICA_TERMINATED,REPLICA_RECOVERED"}
+    events = client.get("/v1/models/m1/events", headers=h(READ), params=kinds).json()["events"]
+    assert [(e["kind"], e["details"]["old_status"], e["details"]["status"]) for e in events] == [
+        ("REPLICA_TERMINATED", "ACTIVE", "TERMINATED"),
+        ("REPLICA_RECOVERED", "TERMINATED", "ACTIVE"),
     ]
     # the same id under another deployment is that deployment's own replica; d1's keeps its target
     other = client.post("/v1/models/m1/deployments/d2/replicas", json={"id": "r1"}, headers=h(MANAGE))

@@ -54,11 +54,12 @@ def _status(base: str) -> str:
 
 
 def _changes(base: str) -> list[tuple[str, str, str, str]]:
-    """(replica, old_status, status, reason) of each REPLICA_TERMINATED event of m1, oldest first."""
+    """(replica, old_status, status, reason) of each status-change event of m1 (REPLICA_TERMINATED
+    into FAILED, REPLICA_RECOVERED back to ACTIVE), oldest first."""
     r = httpx.get(
         f"{base}/v1/models/m1/events",
         headers=auth(MANAGE),
-        params={"kinds": "REPLICA_TERMINATED"},
+        params={"kinds": "REPLICA_TERMINATED,REPLICA_RECOVERED"},
         timeout=10,
     )
     d: list[dict[str, Any]] = [e["details"] for e in r.json()["events"]]

@@ -234,6 +234,9 @@ def test_environment_updated_has_old_and_new_settings(seeded: Registry) -> None:
 def test_every_kind_has_the_hover_fields(seeded: Registry) -> None:
     _story(seeded)
     seeded.deployments.activate_deployment("m1", "d1", at_ms=14_000)
+    seeded.deployments.register_replica("m1", "d2", "r9", ["http://10.0.0.9/metrics"], at_ms=15_000)
+    seeded.deployments.set_replica_status("m1", "d2", "r9", "FAILED", "down", at_ms=16_000)
+    seeded.deployments.set_replica_status("m1", "d2", "r9", "ACTIVE", "healthy", at_ms=17_000)
     events = seeded.events.list_events("m1", 0, 10**9)
     assert {e.kind for e in events} == set(EVENT_KINDS)
     for e in events:

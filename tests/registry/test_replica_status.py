@@ -1,5 +1,6 @@
 """Replica status changes (the health checker's verdicts, a failed replica back) and re-registering a
-replica: what the registry stores, which targets it lists, and the REPLICA_TERMINATED events."""
+replica: what the registry stores, which targets it lists, and the REPLICA_TERMINATED and
+REPLICA_RECOVERED events."""
 
 from __future__ import annotations
 
@@ -12,12 +13,12 @@ from servemetrics.registry import NotFound, Registry
 U1, U2, U3 = "http://10.0.0.1:8080/metrics", "http://10.0.0.1:9400/metrics", "http://10.0.0.9:8080/metrics"
 
 
-def _changes(reg: Registry) -> list[tuple[int, dict[str, Any]]]:
-    """(at, {replica, old_status, status, reason}) of every REPLICA_TERMINATED event of m1."""
+def _changes(reg: Registry) -> list[tuple[int, str, dict[str, Any]]]:
+    """(at, kind, {replica, old_status, status, reason}) of every status-change event of m1."""
     keep = ("replica", "old_status", "status", "reason")
     return [
-        (e.at_ms, {k: e.details[k] for k in keep if k in e.details})
-        for e in reg.events.list_events("m1", 0, 10**9, ["REPLICA_TERMINATED"])
+        (e.at_ms, e.kind, {k: e.details[k] for k in keep if k in e.details})
+        for e in reg.events.list_events("m1", 0, 10**9, ["REPLICA_TERMINATED", "REPLICA_RECOVERED"])
     ]
 
 
@@ -41,9 +42,14 @@ def test_a_failed_replica_back_to_active_is_listed_again_with_an_event(seeded: R
     assert _changes(seeded) == [
         (
             5_000,
+            "REPLICA_TERMINATED",
             {"replica": "r1", "old_status": "ACTIVE", "status": "FAILED", "reason": "GET /health refused"},
         ),
-        (7_000, {"replica": "r1", "old_status": "FAILED", "status": "ACTIVE", "reason": "healthy"}),
+        (
+            7_000,
+            "REPLICA_RECOVERED",
+            {"replica": "r1", "old_status": "FAILED", "status": "ACTIVE", "reason": "healthy"},
+        ),
     ]
 
 
@@ -55,11 +61,11 @@ def test_only_from_keeps_a_terminated_replica_terminated(seeded: Registry) -> No
     assert not d.set_replica_status("m1", "d1", "r1", "ACTIVE", "healthy", at_ms=7_000, only_from=("FAILED",))
     assert not d.set_replica_status("m1", "d1", "r1", "FAILED", "down", only_from=("STARTING", "ACTIVE"))
     assert [(r.status, r.terminated_at_ms) for r in d.list_replicas("m1", "d1")] == [("TERMINATED", 6_000)]
-    assert [at for at, _ in _changes(seeded)] == [5_000, 6_000]
+    assert [at for at, _, _ in _changes(seeded)] == [5_000, 6_000]
     # STARTING -> ACTIVE is no event (neither status ended)
     d.ensure_replica("m1", "d1", "r2", status="STARTING")
     assert d.set_replica_status("m1", "d1", "r2", "ACTIVE", at_ms=8_000)
-    assert [at for at, _ in _changes(seeded)] == [5_000, 6_000]
+    assert [at for at, _, _ in _changes(seeded)] == [5_000, 6_000]
 
 
 def test_register_replica_creates_then_updates_targets_and_revives(seeded: Registry) -> None:
@@ -81,11 +87,11 @@ def test_register_replica_creates_then_updates_targets_and_revives(seeded: Regis
     assert _urls(seeded) == [("r1", U3, "ACTIVE")]
     d.terminate_replica("m1", "d1", "r1", at_ms=6_000)
     assert d.register_replica("m1", "d1", "r1", [U1], at_ms=7_000)[0].status == "ACTIVE"
-    assert [(at, c["old_status"], c["status"], c.get("reason")) for at, c in _changes(seeded)] == [
-        (4_000, "ACTIVE", "FAILED", "down"),
-        (5_000, "FAILED", "ACTIVE", "registered again"),
-        (6_000, "ACTIVE", "TERMINATED", None),
-        (7_000, "TERMINATED", "ACTIVE", "registered again"),
+    assert [(at, k, c["old_status"], c["status"], c.get("reason")) for at, k, c in _changes(seeded)] == [
+        (4_000, "REPLICA_TERMINATED", "ACTIVE", "FAILED", "down"),
+        (5_000, "REPLICA_RECOVERED", "FAILED", "ACTIVE", "registered again"),
+        (6_000, "REPLICA_TERMINATED", "ACTIVE", "TERMINATED", None),
+        (7_000, "REPLICA_RECOVERED", "TERMINATED", "ACTIVE", "registered again"),
     ]
 
 

@@ -1,7 +1,8 @@
 """What the dashboard builds its graphs from: the catalog's descriptors and histogram bounds.
 
 - ``GET /v1/metrics_catalog``: every catalog metric with its graph fields (panel, legend, shown by
-  default) and the nine event kinds with their display names. Any valid key.
+  default) and the event kinds (the spec's nine and our REPLICA_RECOVERED) with their display names.
+  Any valid key.
 - ``GET /v1/models/{model_id}/histogram_bounds?metrics=...``: the highest finite bucket bound of each
   histogram (``query.bounds``), so the page can show a quantile clamped at it as "≥ bound".
 
@@ -46,8 +47,8 @@ def metric_entry(m: MetricDef) -> dict[str, Any]:
 
 @router.get("/v1/metrics_catalog")
 def metrics_catalog(request: Request, _: Auth) -> dict[str, Any]:
-    """``{metrics: [...] (catalog order = panel order), event_kinds: [{kind, title}] (nine kinds)}``;
-    400 for any query parameter (it takes none)."""
+    """``{metrics: [...] (catalog order = panel order), event_kinds: [{kind, title}]}`` (every one of
+    ``registry.EVENT_KINDS``); 400 for any query parameter (it takes none)."""
     reject_unknown_params(request, ())
     return {
         "metrics": [metric_entry(m) for m in CATALOG.values()],
