@@ -59,6 +59,39 @@ def concat(segments: tuple[Segment, ...] | list[Segment]) -> Segment:
     return tuple(np.concatenate([s[i] for s in segments]) for i in range(3))  # type: ignore[return-value]
 
 
+MERGE_CAP = 1 << 20
+"""Segments of this many samples or more are never merged again (until the seal rewrites the head)."""
+
+
+def merge_sorted(a: Segment, b: Segment) -> Segment:
+    """Two segments, each sorted by (series, ts) and with no (series, ts) in both, as one sorted segment:
+    a linear merge (a stable sort of the concatenated keys finds the two runs), where keys fit in int64."""
+    sid, ts, val = concat([a, b])
+    if ts.size == 0:
+        return sid, ts, val
+    t0 = int(ts.min())
+    if int(ts.max()) - t0 >= _SPAN or int(sid.max()) >= 1 << 22:
+        return sort_segment(sid, ts, val)
+    order = np.argsort(sid.astype(np.int64) * _SPAN + (ts - t0), kind="stable")
+    return sid[order], ts[order], val[order]
+
+
+def tiered(segments: tuple[Segment, ...], cap: int = MERGE_CAP) -> tuple[Segment, ...]:
+    """``segments`` (oldest first) with the newest merged into the one before it while that one is at most
+    twice its size and both are under ``cap`` samples: segment sizes then shrink geometrically from the
+    oldest, so there are O(log(head / append)) of them below the cap, each sample is merged
+    O(log(cap / append)) times, and no merge sorts more than 2 x ``cap`` samples (a merge of
+    the whole head at every 33rd append made appends cost more the larger the head grew, issue 18)."""
+    out = list(segments)
+    while len(out) > 1:
+        older, newer = out[-2][1].size, out[-1][1].size
+        if older > 2 * newer or older >= cap or newer >= cap:
+            break
+        b = out.pop()
+        out[-1] = merge_sorted(out[-1], b)
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class View:
     """What readers see: samples at or after ``sealed_until`` (head) and the rollups of older ones."""
@@ -71,10 +104,9 @@ class View:
     )
 
     def with_head(self, segments: tuple[Segment, ...]) -> View:
-        """The same view with other head segments (merged into one when there are many)."""
-        if len(segments) > 32:
-            segments = (sort_segment(*concat(segments)),)
-        return replace(self, head=segments)
+        """The same view with other head segments, tiered (``tiered``) so that an append costs the same
+        however large the head is."""
+        return replace(self, head=tiered(segments))
 
     def head_keep(self, keep_from: int) -> tuple[Segment, ...]:
         """Head segments without samples before ``keep_from``, merged into one."""
