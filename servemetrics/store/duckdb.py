@@ -25,7 +25,8 @@ import numpy as np
 from servemetrics.samples import SampleBatch
 from servemetrics.store import duckdb_codec as codec
 from servemetrics.store import duckdb_eval
-from servemetrics.store.base import Selection, SelectResult, StoreStats, check_value_sets
+from servemetrics.store.answer_cache import AnswerCache, cached_select
+from servemetrics.store.base import GroupKey, Selection, SelectResult, StoreStats, check_value_sets
 from servemetrics.store.duckdb_groups import group_cells
 from servemetrics.store.duckdb_previous import last_real_before, sealed_previous
 from servemetrics.store.duckdb_schema import (
@@ -77,13 +78,17 @@ class DuckDBStore:
     """A ``Store`` in the DuckDB file ``path`` and its head file ``<stem>.head<suffix>`` (created when
     missing; raises ``duckdb.Error`` when a file cannot be opened).
 
-    ``cache_samples`` bounds the in-memory cache of decoded sealed chunks (0 disables it).
+    ``cache_samples`` bounds the in-memory cache of decoded sealed chunks (0 disables it);
+    ``answer_entries`` the answers kept per (question, sealed value set) (``answer_cache``; 0 disables it).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, cache_samples: int = 4_000_000) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, cache_samples: int = 4_000_000, answer_entries: int = 200_000
+    ) -> None:
         self.path = Path(path)
         self.head_path = self.path.with_name(f"{self.path.stem}.head{self.path.suffix}")
         self._cache = ChunkCache(cache_samples)
+        self._answers = AnswerCache(answer_entries) if answer_entries else None
         self._gen = Generation()
         self._resolved: dict[SeriesKey, tuple[int, np.ndarray]] = {}
         self._index = SeriesIndex()  # ids, keys, labels by id, ids by name (``duckdb_series``)
@@ -302,6 +307,24 @@ class DuckDBStore:
         sids = self._matching(selection.name, tuple(selection.matchers))
         if sids.size == 0 or not selection.value_sets:
             return {}
+        labels = self._labels
+        groups = [tuple(labels[s].get(g, "") for g in selection.group_by) for s in sids.tolist()]
+        deps = [labels[s].get("deployment_id") for s in sids.tolist()]
+        evaluate = functools.partial(self._evaluate, sids=sids, groups=groups, deps=deps)
+        if self._answers is None:
+            return evaluate(selection)
+        series = (int(sids.size), int(sids.max()))
+        sealed = self._view.sealed_until
+        gen = self._gen
+        return cached_select(
+            self._answers, selection, series, groups, deps, sealed, lambda: gen.value, evaluate
+        )
+
+    def _evaluate(
+        self, selection: Selection, sids: np.ndarray, groups: list[GroupKey], deps: list[str | None]
+    ) -> SelectResult:
+        """``select`` computed (``duckdb_eval``) over the series ``sids`` (their group keys and deployment
+        ids: ``groups``, ``deps``), retried when a rewrite of sealed chunks overlapped it."""
         while True:
             with self._gen.lock:
                 gen, view = self._gen.value, self._view
@@ -318,9 +341,6 @@ class DuckDBStore:
             )
             if self._gen.value == gen:  # no write changed sealed chunks meanwhile
                 break
-        labels = self._labels
-        groups = [tuple(labels[s].get(g, "") for g in selection.group_by) for s in sids.tolist()]
-        deps = [labels[s].get("deployment_id") for s in sids.tolist()]
         return group_cells(selection, groups, deps, value, has)
 
     def _chunk_arrays(
