@@ -37,7 +37,8 @@ function noun(name) {
   return "count";
 }
 
-// -> {type, label}: type picks the formatter, label is the graph's unit caption.
+// -> {type, label, perStep}: type picks the formatter, label is the graph's unit caption; perStep is true
+// for COUNT counters, whose values are totals per step (series.js scales a shorter value set to the step).
 export function unitOf(metric, stepSeconds) {
   const { name, kind, unit_hint: hint } = metric;
   switch (hint) {
@@ -57,7 +58,7 @@ export function unitOf(metric, stepSeconds) {
       return { type: "percent", label: "%" };
     default:
       if (/temperature|celsius/.test(name)) return { type: "celsius", label: "°C" };
-      if (kind === "COUNTER") return { type: "count", label: `${noun(name)} per ${stepLabel(stepSeconds)}` };
+      if (kind === "COUNTER") return { type: "count", label: `${noun(name)} per ${stepLabel(stepSeconds)}`, perStep: true };
       return { type: "count", label: name.includes("replica") ? "replicas" : noun(name) };
   }
 }

@@ -1,0 +1,140 @@
+"""The dashboard reads right (issue 15), in headless Chromium against a pinned service of its own (clock
+and browser at T0 + 1 h, ``pinned_service.py``) holding model m3 ("steady"):
+
+- production served by e1 since 2025-12-31, then by e2 from a promotion at T0 + 1815 s, mid-step: the
+  1 h SERIES has 121 value sets, [T0 + 1800 s, + 1815 s) and [+ 1815 s, + 1830 s) among them.
+- ``baseten_inference_requests_total{status_code=200}``: a steady 1 request/s, sampled every 15 s
+  (+15 a sample), by e1 until the promotion and by e2 from 0 at it.
+- ``baseten_concurrent_requests`` of e1: one sample only, 3 at T0 + 305 s (value set 10): a lone point.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, Page
+
+from servemetrics.store.memory import MemoryStore
+from tests.apptools import org
+from tests.dashboard.browser import graphs, launch, new_context, wait_drawn
+from tests.dashboard.pinned_service import NOW, T0, Pinned, pinned_service
+from tests.query.helpers import series, store_with
+
+pytestmark = pytest.mark.e2e
+KEY = "sm-dashboard-reads-key"
+PROMOTION_S = 1815
+"""Seconds after T0 of the promotion e1 -> e2: half way into value set 60's step."""
+BLUE = (0x25, 0x63, 0xEB)  # graphs.js PALETTE[0]: a panel's first line
+
+
+def steady_store() -> MemoryStore:
+    """The samples of the module docstring."""
+    e1 = [(s, s + 60) for s in range(-60, PROMOTION_S + 1, 15)]  # 0 at -60 s, +15 every 15 s
+    e2 = [(s, s - PROMOTION_S) for s in range(PROMOTION_S, 3601, 15)]
+    return store_with(
+        series("baseten_inference_requests_total", e1, model_id="m3", deployment_id="e1", status_code="200"),
+        series("baseten_inference_requests_total", e2, model_id="m3", deployment_id="e2", status_code="200"),
+        series("baseten_concurrent_requests", [(305, 3)], model_id="m3", deployment_id="e1"),
+    )
+
+
+def steady_declarations() -> dict:
+    """Organization acme with ``KEY``; model m3 with e1 and e2 and the promotion of the docstring."""
+    promoted = datetime.fromtimestamp((T0 + PROMOTION_S * 1000) / 1000, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    production = {
+        "name": "production",
+        "promotions": [
+            {"deployment": "e1", "at": "2025-12-31T00:00:00Z"},
+            {"deployment": "e2", "at": promoted},
+        ],
+    }
+    return {
+        "organizations": [org("acme", {KEY: "WORKSPACE_MANAGE_ALL"})],
+        "models": [
+            {
+                "id": "m3",
+                "name": "steady",
+                "organization": "acme",
+                "deployments": [{"id": "e1", "name": "v1"}, {"id": "e2", "name": "v2"}],
+                "environments": [production],
+            }
+        ],
+    }
+
+
+@pytest.fixture(scope="module")
+def service(tmp_path_factory) -> Iterator[Pinned]:
+    tmp = tmp_path_factory.mktemp("reads")
+    with pinned_service(tmp, store=steady_store(), decls=steady_declarations()) as svc:
+        yield svc
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with launch() as b:
+        yield b
+
+
+def open_page(browser: Browser, service: Pinned, path: str = "/") -> Page:
+    page = new_context(browser, KEY).new_page()
+    page.clock.set_fixed_time(datetime.fromtimestamp(NOW / 1000, UTC))
+    page.goto(service.base + path)
+    return page
+
+
+def api_series(service: Pinned, names: list[str]) -> dict:
+    """The 1 h SERIES answer of m3's production for ``names``, as the page asks for it."""
+    answer = httpx.get(
+        f"{service.base}/v1/models/m3/environments/production/metrics",
+        params={
+            "mode": "SERIES",
+            "start_epoch_millis": NOW - 3_600_000,
+            "end_epoch_millis": NOW,
+            "metrics": ",".join(names),
+        },
+        headers={"Authorization": f"Bearer {KEY}"},
+    )
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def drawn_data(page: Page, panel: str) -> list[list[float | None]]:
+    """uPlot's own data of ``panel``'s chart: ``[x, y1, y2, ...]``."""
+    return page.evaluate("id => window.smDashboard.metrics.uplot(id).data", panel)
+
+
+def line_pixels_in_column(page: Page, panel: str, x_ms: int, rgb: tuple[int, int, int] = BLUE) -> int:
+    """Pixels of colour ``rgb`` (exact or anti-aliased) in ``panel``'s canvas column at ``x_ms``."""
+    return page.evaluate(
+        """([id, x, rgb]) => { const u = window.smDashboard.metrics.uplot(id);
+           const cx = Math.round(u.valToPos(x, 'x', true));
+           const d = u.ctx.getImageData(cx, u.bbox.top, 1, u.bbox.height).data; let n = 0;
+           for (let i = 0; i < d.length; i += 4) {
+             const far = Math.abs(d[i] - rgb[0]) + Math.abs(d[i + 1] - rgb[1]) + Math.abs(d[i + 2] - rgb[2]);
+             if (d[i + 3] > 0 && far < 90) n++; }
+           return n; }""",
+        [panel, x_ms, list(rgb)],
+    )
+
+
+def test_a_steady_load_draws_a_flat_line_across_a_promotion(browser, service):
+    raw = api_series(service, ["baseten_inference_requests_total"])
+    starts = [vs["start_epoch_millis"] for vs in raw["metric_values"]]
+    split = starts.index(T0 + PROMOTION_S * 1000)
+    assert len(starts) == 121 and split == 61 and starts[60] == T0 + 1_800_000
+    two_xx = [vs["values"][0][0] for vs in raw["metric_values"]]
+    # the API: 30 requests in a full 30 s step, 15 in each 15 s half of the promotion's step
+    assert two_xx[59] == 30 and two_xx[60] == 15 and two_xx[61] == 15 and two_xx[62] == 30
+    page = open_page(browser, service, "/#/metrics?model=m3&scope=environment:production&range=1h")
+    wait_drawn(page)
+    volume = next(g for g in graphs(page) if g["id"] == "inference-volume")
+    assert volume["unit"] == "requests per 30 s"
+    # drawn: 15 requests in 15 s scaled to the 30 s step = 30, so every point is 30 (1 request/s)
+    x, drawn_2xx = drawn_data(page, "inference-volume")[:2]
+    assert x == starts
+    assert drawn_2xx == [30] * 121
+    assert volume["ys"][0] == [30] * 121
+    page.context.close()
