@@ -5,7 +5,9 @@ and browser at T0 + 1 h, ``pinned_service.py``) holding model m3 ("steady"):
   1 h SERIES has 121 value sets, [T0 + 1800 s, + 1815 s) and [+ 1815 s, + 1830 s) among them.
 - ``baseten_inference_requests_total{status_code=200}``: a steady 1 request/s, sampled every 15 s
   (+15 a sample), by e1 until the promotion and by e2 from 0 at it.
-- ``baseten_concurrent_requests`` of e1: one sample only, 3 at T0 + 305 s (value set 10): a lone point.
+- ``baseten_concurrent_requests`` of e1: 3 every 10 s in [T0, T0 + 1200 s) but none in [T0 + 270 s, + 300 s)
+  and [+ 330 s, + 360 s): value sets 9 and 11 are null, 10 is a lone point between gaps (its sample at
+  T0 + 300 s) among lines too dense for uPlot to draw their points.
 """
 
 from __future__ import annotations
@@ -34,10 +36,11 @@ def steady_store() -> MemoryStore:
     """The samples of the module docstring."""
     e1 = [(s, s + 60) for s in range(-60, PROMOTION_S + 1, 15)]  # 0 at -60 s, +15 every 15 s
     e2 = [(s, s - PROMOTION_S) for s in range(PROMOTION_S, 3601, 15)]
+    concurrency = [(s, 3) for s in range(0, 1200, 10) if not (270 <= s < 300 or 330 <= s < 360)]
     return store_with(
         series("baseten_inference_requests_total", e1, model_id="m3", deployment_id="e1", status_code="200"),
         series("baseten_inference_requests_total", e2, model_id="m3", deployment_id="e2", status_code="200"),
-        series("baseten_concurrent_requests", [(305, 3)], model_id="m3", deployment_id="e1"),
+        series("baseten_concurrent_requests", concurrency, model_id="m3", deployment_id="e1"),
     )
 
 
@@ -137,4 +140,18 @@ def test_a_steady_load_draws_a_flat_line_across_a_promotion(browser, service):
     assert x == starts
     assert drawn_2xx == [30] * 121
     assert volume["ys"][0] == [30] * 121
+    page.context.close()
+
+
+def test_a_lone_point_between_gaps_is_drawn(browser, service):
+    page = open_page(browser, service, "/#/metrics?model=m3&scope=environment:production&range=1h")
+    wait_drawn(page)
+    lone = T0 + 300_000  # value set 10: [T0 + 300 s, T0 + 330 s), between the empty 9 and 11
+    ys = drawn_data(page, "concurrent-requests")[1]
+    assert [i for i, v in enumerate(ys) if v is not None] == [*range(9), 10, *range(12, 40)]
+    assert ys[10] == 3
+    assert line_pixels_in_column(page, "concurrent-requests", lone) > 0  # a dot where no line can be
+    assert line_pixels_in_column(page, "concurrent-requests", T0 + 270_000) == 0  # the gaps stay empty
+    assert line_pixels_in_column(page, "concurrent-requests", T0 + 330_000) == 0
+    assert line_pixels_in_column(page, "concurrent-requests", T0 + 600_000) > 0  # the line
     page.context.close()

@@ -1,4 +1,5 @@
 // One uPlot chart per panel: lines for each label set, gaps where the API returned null (spanGaps off),
+// a dot for a lone value between gaps (a line needs two points: uPlot's points filter draws it),
 // a crosshair synced across every graph, live legend values at the hovered time, units on the axis, and
 // "≥ bound" for a quantile clamped at its histogram's highest finite bucket bound.
 
@@ -32,6 +33,19 @@ export function timeTick(ms, spanMs) {
   const hm = `${pad(d.getHours())}:${pad(d.getMinutes())}`;
   return spanMs <= 86_400_000 ? hm : `${MONTHS[d.getMonth()]} ${d.getDate()} ${hm}`;
 }
+
+// -> [indices] of the values of `ys` with no value on either side (null or the end), null when none.
+export function isolated(ys) {
+  const none = (v) => v === null || v === undefined;
+  const out = [];
+  for (let i = 0; i < ys.length; i++) {
+    if (!none(ys[i]) && (i === 0 || none(ys[i - 1])) && (i + 1 === ys.length || none(ys[i + 1]))) out.push(i);
+  }
+  return out.length ? out : null;
+}
+
+// uPlot points filter: every point when uPlot shows them anyway (sparse data), else only the lone ones.
+const lonePoints = (u, si, show) => (show ? null : isolated(u.data[si]));
 
 // y tick steps: powers of two for byte sizes (so ticks read 512 MiB, 1 GiB), uPlot's defaults otherwise.
 const POW2 = Array.from({ length: 60 }, (_, i) => 2 ** i);
@@ -86,7 +100,7 @@ export function createGraph(parent, panel, data, ctx) {
         width: 1.5,
         dash: line.stat ? [5, 4] : undefined,
         spanGaps: false,
-        points: { size: 4 },
+        points: { size: 5, filter: lonePoints },
         value: (u, v) => valueText(v, line, unit, ctx.bounds),
       })),
     ],
