@@ -155,3 +155,59 @@ def test_a_lone_point_between_gaps_is_drawn(browser, service):
     assert line_pixels_in_column(page, "concurrent-requests", T0 + 330_000) == 0
     assert line_pixels_in_column(page, "concurrent-requests", T0 + 600_000) > 0  # the line
     page.context.close()
+
+
+FORMAT_CASES = """async () => {
+  const f = await import('/dashboard/js/format.js');
+  const g = await import('/dashboard/js/graphs.js');
+  const u = (name, kind, unit_hint, step) => f.unitOf({name, kind, unit_hint}, step);
+  const cores = u('baseten_container_cpu_usage_seconds_total', 'COUNTER', 'RATIO');
+  const sec = u('x_seconds', 'HISTOGRAM', 'SECONDS');
+  const requests = u('baseten_inference_requests_total', 'COUNTER', 'COUNT', 30);
+  const GiB = 1024 ** 3;
+  return {
+    nums: [f.num(0.003), f.num(0.00012), f.num(-0.004), f.num(1.5e-7), f.formatValue(0.003, cores)],
+    ticks: [
+      f.axisTicks([0, 0.001, 0.002, 0.003], cores, 0.001),
+      f.axisTicks([0, 0.2, 0.4, 0.6], sec, 0.2),
+      f.axisTicks([0, 0.5, 1, 1.5], sec, 0.5),
+      f.axisTicks([0, GiB / 2, GiB, 1.5 * GiB], u('b', 'GAUGE', 'BYTES'), GiB / 2),
+      f.axisTicks([0, 512, 1024], u('m', 'GAUGE', 'MEBIBYTES'), 512),
+      f.axisTicks([0, 5000, 10000, 15000], requests, 5000),
+      f.axisTicks([0, 0.25, 0.5], u('baseten_gpu_utilization', 'GAUGE', 'RATIO'), 0.25),
+      f.axisTicks([0, 2.5, 5], u('baseten_x_requests', 'COUNTER', 'PER_SECOND'), 2.5),
+    ],
+    captions: [
+      g.captionOf(sec, [0, 0.2, 0.4]), g.captionOf(sec, [0, 0.5, 1]), g.captionOf(requests, [0, 30]),
+    ],
+    times: [
+      f.formatTime(Date.UTC(2026, 0, 1, 13, 30)),
+      g.timeTick(Date.UTC(2026, 0, 1, 13, 30), 3600e3),
+      g.timeTick(Date.UTC(2026, 0, 1, 13, 30), 7 * 86400e3),
+    ],
+  };
+}"""
+
+
+def test_numbers_units_and_times_read_right(browser, service):
+    page = open_page(browser, service, "/#/metrics?model=m3&scope=environment:production&range=1h")
+    wait_drawn(page)
+    got = page.evaluate(FORMAT_CASES)
+    # a leading zero and no exponent: 2 significant digits below 0.01
+    assert got["nums"] == ["0.003", "0.00012", "-0.004", "0.00000015", "0.003 cores"]
+    # one unit per axis (the largest tick's), the decimals of the tick increment on every tick
+    assert got["ticks"] == [
+        ["0", "0.001 cores", "0.002 cores", "0.003 cores"],
+        ["0", "200 ms", "400 ms", "600 ms"],  # every tick under 1 s: ms
+        ["0", "0.5 s", "1.0 s", "1.5 s"],  # not "500 ms" beside "1 s"
+        ["0", "0.5 GiB", "1.0 GiB", "1.5 GiB"],  # bytes / 1024^3
+        ["0", "0.5 GiB", "1.0 GiB"],  # MiB / 1024
+        ["0", "5 k", "10 k", "15 k"],  # not "5000" beside "10 k"
+        ["0", "25 %", "50 %"],
+        ["0", "2.5 req/s", "5.0 req/s"],
+    ]
+    assert got["captions"] == ["ms", "s", "requests per 30 s"]  # never "ms / s"
+    assert got["times"] == ["2026-01-01 13:30:00", "13:30", "Jan 1 13:30"]  # 24-hour clock (UTC context)
+    info = page.inner_text("#window-info")
+    assert info == "2026-01-01 00:00:00 – 2026-01-01 01:00:00 · one point per 30 s"
+    page.context.close()
