@@ -8,6 +8,9 @@ and browser at T0 + 1 h, ``pinned_service.py``) holding model m3 ("steady"):
 - ``baseten_concurrent_requests`` of e1: 3 every 10 s in [T0, T0 + 1200 s) but none in [T0 + 270 s, + 300 s)
   and [+ 330 s, + 360 s): value sets 9 and 11 are null, 10 is a lone point between gaps (its sample at
   T0 + 300 s) among lines too dense for uPlot to draw their points.
+- events: the declarations' DEPLOYED e2 and PROMOTED e2 at T0 + 1815 s, then ACTIVATED e2 at + 1820 s and
+  DEACTIVATED e1 at + 1830 s (2 and 6 px from the promotion on a 1 h axis: one cluster of 4), and
+  AUTOSCALING_CHANGED e2 at + 600 s (alone); the rest of the declarations' lie before the window.
 """
 
 from __future__ import annotations
@@ -72,6 +75,13 @@ def steady_declarations() -> dict:
 def service(tmp_path_factory) -> Iterator[Pinned]:
     tmp = tmp_path_factory.mktemp("reads")
     with pinned_service(tmp, store=steady_store(), decls=steady_declarations()) as svc:
+        events = svc.app.state.service.registry.events
+        events.record_event("m3", "ACTIVATED", at_ms=T0 + 1_820_000, deployment_id="e2")
+        events.record_event("m3", "DEACTIVATED", at_ms=T0 + 1_830_000, deployment_id="e1")
+        change = {"old": {"min_replica": 1, "max_replica": 2}, "new": {"min_replica": 2, "max_replica": 2}}
+        events.record_event(
+            "m3", "AUTOSCALING_CHANGED", at_ms=T0 + 600_000, deployment_id="e2", details=change
+        )
         yield svc
 
 
@@ -210,4 +220,46 @@ def test_numbers_units_and_times_read_right(browser, service):
     assert got["times"] == ["2026-01-01 13:30:00", "13:30", "Jan 1 13:30"]  # 24-hour clock (UTC context)
     info = page.inner_text("#window-info")
     assert info == "2026-01-01 00:00:00 – 2026-01-01 01:00:00 · one point per 30 s"
+    page.context.close()
+
+
+def test_nearby_events_share_a_flag_with_their_count_and_hover_lists_each(browser, service):
+    page = open_page(browser, service, "/#/metrics?model=m3&scope=environment:production&range=1h")
+    wait_drawn(page)
+    page.click("#events-button")
+    page.check("#events-show")
+    graph = page.locator('section[data-panel="inference-volume"]')
+    graph.locator(".event-cluster").first.wait_for()
+    # a dashed line per event; one flag per cluster: the cluster of 4 and the lone autoscaling change
+    kinds = graph.locator(".event-marker").evaluate_all("ms => ms.map(m => m.dataset.kind)")
+    assert kinds == ["AUTOSCALING_CHANGED", "DEPLOYED", "PROMOTED", "ACTIVATED", "DEACTIVATED"]
+    cluster = graph.locator(".event-cluster")
+    assert cluster.count() == 1 and cluster.inner_text() == "4"
+    assert graph.locator(".event-flag").count() == 2
+    cluster.hover()
+    page.wait_for_selector("#tooltip:not([hidden])")
+    blocks = page.locator("#tooltip .tooltip-event")
+    texts = [blocks.nth(i).inner_text().split("\n") for i in range(blocks.count())]
+    assert [t[0] for t in texts] == ["Deployed", "Promoted", "Activated", "Deactivated"]  # every one
+    assert texts[2] == ["Activated", "2026-01-01 00:30:20", "deployment: e2", "environment: none"]
+    assert texts[3][1:3] == ["2026-01-01 00:30:30", "deployment: e1"]
+    deployed, promoted = texts[0], texts[1]
+    assert promoted[1:4] == ["2026-01-01 00:30:15", "deployment: e2", "environment: production"]
+    assert "previous deployment: e1 (v1)" in promoted and "deployment name: v2" in promoted
+    assert "instance type name: CPU" in deployed and "gpu count: 0" in deployed
+    for text in (deployed, promoted):
+        labels = [line.split(":")[0] for line in text[1:]]
+        assert len(labels) == len(set(labels))  # each field once
+        # the deployment and environment lines already say these; the name is the deployment name
+        assert not {"deployment id", "previous deployment name", "name", "old", "new"} & set(labels)
+    # the lone flag: its own event only
+    graph.locator('.event-marker[data-kind="AUTOSCALING_CHANGED"] .event-flag').hover()
+    page.wait_for_function("document.querySelectorAll('#tooltip .tooltip-event').length === 1")
+    assert page.inner_text("#tooltip").split("\n") == [
+        "Autoscaling changed",
+        "2026-01-01 00:10:00",
+        "deployment: e2",
+        "environment: none",
+        "min replica: 1 → 2",
+    ]
     page.context.close()
