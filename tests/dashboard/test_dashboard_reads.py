@@ -263,3 +263,40 @@ def test_nearby_events_share_a_flag_with_their_count_and_hover_lists_each(browse
         "min replica: 1 → 2",
     ]
     page.context.close()
+
+
+def test_customize_view_scrolls_to_its_last_row_on_a_short_window(browser, service):
+    page = open_page(browser, service, "/#/metrics?model=m3&scope=environment:production&range=1h")
+    page.set_viewport_size({"width": 1000, "height": 380})  # a laptop window with the dev tools open
+    wait_drawn(page)
+    page.click("#customize-button")
+    page.wait_for_selector("#customize[open]")
+    box = page.evaluate(
+        """() => { const d = document.getElementById('customize');
+           const l = document.getElementById('customize-list');
+           const close = document.getElementById('customize-close').getBoundingClientRect();
+           return {overflow: getComputedStyle(l).overflowY,
+                   listScroll: l.scrollHeight, listClient: l.clientHeight,
+                   dialogScroll: d.scrollHeight, dialogClient: d.clientHeight,
+                   dialogBottom: d.getBoundingClientRect().bottom, closeBottom: close.bottom,
+                   rows: l.querySelectorAll('li[data-panel]').length, vh: innerHeight}; }"""
+    )
+    # the list scrolls inside the dialog; the dialog fits the window, its buttons in view
+    assert box["overflow"] == "auto" and box["listScroll"] > box["listClient"]
+    assert box["dialogScroll"] <= box["dialogClient"] and box["dialogBottom"] <= box["vh"] == 380
+    assert box["closeBottom"] <= box["dialogBottom"]
+    last = page.locator("#customize-list li[data-panel]").last
+    page.mouse.move(500, 200)
+    page.mouse.wheel(0, 5000)  # a wheel over the list scrolls it to its end
+    page.wait_for_function(
+        """() => { const l = document.getElementById('customize-list');
+           const row = [...l.querySelectorAll('li[data-panel]')].pop().getBoundingClientRect();
+           return row.bottom <= l.getBoundingClientRect().bottom + 1 && row.top >= 0; }"""
+    )
+    box_of_last = last.bounding_box()
+    assert box_of_last is not None and box_of_last["y"] + box_of_last["height"] <= 380
+    checkbox = last.locator("input[type=checkbox]")
+    was = checkbox.is_checked()
+    checkbox.click()  # reachable: toggles
+    assert checkbox.is_checked() is not was
+    page.context.close()
