@@ -8,6 +8,9 @@ and browser at T0 + 1 h, ``pinned_service.py``) holding model m3 ("steady"):
 - ``baseten_concurrent_requests`` of e1: 3 every 10 s in [T0, T0 + 1200 s) but none in [T0 + 270 s, + 300 s)
   and [+ 330 s, + 360 s): value sets 9 and 11 are null, 10 is a lone point between gaps (its sample at
   T0 + 300 s) among lines too dense for uPlot to draw their points.
+- ``baseten_replicas_active`` 2 (every 10 s) of the deployment serving, as its replicas export it; no
+  ``baseten_replicas_desired`` (the service does not know m3's autoscaling settings: the gateway writes
+  none, tests/gateway/test_known_settings.py) and no async series (no async traffic).
 - events: the declarations' DEPLOYED e2 and PROMOTED e2 at T0 + 1815 s, then ACTIVATED e2 at + 1820 s and
   DEACTIVATED e1 at + 1830 s (2 and 6 px from the promotion on a 1 h axis: one cluster of 4), and
   AUTOSCALING_CHANGED e2 at + 600 s (alone); the rest of the declarations' lie before the window.
@@ -39,11 +42,15 @@ def steady_store() -> MemoryStore:
     """The samples of the module docstring."""
     e1 = [(s, s + 60) for s in range(-60, PROMOTION_S + 1, 15)]  # 0 at -60 s, +15 every 15 s
     e2 = [(s, s - PROMOTION_S) for s in range(PROMOTION_S, 3601, 15)]
+    active_e1 = [(s, 2) for s in range(-60, PROMOTION_S, 10)]
+    active_e2 = [(s, 2) for s in range(PROMOTION_S + 5, 3601, 10)]
     concurrency = [(s, 3) for s in range(0, 1200, 10) if not (270 <= s < 300 or 330 <= s < 360)]
     return store_with(
         series("baseten_inference_requests_total", e1, model_id="m3", deployment_id="e1", status_code="200"),
         series("baseten_inference_requests_total", e2, model_id="m3", deployment_id="e2", status_code="200"),
         series("baseten_concurrent_requests", concurrency, model_id="m3", deployment_id="e1"),
+        series("baseten_replicas_active", active_e1, model_id="m3", deployment_id="e1"),
+        series("baseten_replicas_active", active_e2, model_id="m3", deployment_id="e2"),
     )
 
 
@@ -299,4 +306,27 @@ def test_customize_view_scrolls_to_its_last_row_on_a_short_window(browser, servi
     was = checkbox.is_checked()
     checkbox.click()  # reachable: toggles
     assert checkbox.is_checked() is not was
+    page.context.close()
+
+
+ASYNC_PANELS = {"time-in-async-queue", "async-queue-size", "webhook-requests", "webhook-latency"}
+
+
+def test_no_desired_line_without_autoscaling_settings_and_no_async_graphs(browser, service):
+    page = open_page(browser, service, "/#/metrics?model=m3&scope=environment:production&range=1h")
+    wait_drawn(page)
+    drawn = {g["id"]: g for g in graphs(page)}
+    replicas = drawn["replicas"]
+    assert replicas["lines"] == ["Active"]  # no "Desired" (nor "Starting": no series of either)
+    assert set(replicas["ys"][0]) == {2}  # 2 active in every step, across the promotion
+    page.mouse.move(5, 5)
+    names = page.locator('section[data-panel="replicas"] .u-legend .u-series .u-label').all_inner_texts()
+    assert [n.strip() for n in names] == ["Time", "Active"]
+    assert not ASYNC_PANELS & set(drawn)  # no async traffic: no async graph
+    # Customize view lists them as having no data for this scope, hidden or not
+    page.click("#customize-button")
+    page.wait_for_selector("#customize[open]")
+    for panel in ASYNC_PANELS:
+        note = page.locator(f'#customize-list li[data-panel="{panel}"] .note').inner_text()
+        assert note == "no data for this scope"
     page.context.close()
