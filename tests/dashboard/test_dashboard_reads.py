@@ -330,3 +330,31 @@ def test_no_desired_line_without_autoscaling_settings_and_no_async_graphs(browse
         note = page.locator(f'#customize-list li[data-panel="{panel}"] .note').inner_text()
         assert note == "no data for this scope"
     page.context.close()
+
+
+PARTIAL_CASES = """async () => {
+  const s = await import('/dashboard/js/series.js');
+  const metric = (name, kind, unit_hint) => ({name, kind, unit_hint});
+  const count = metric('baseten_inference_requests_total', 'COUNTER', 'COUNT');
+  const rate = metric('baseten_x_requests', 'COUNTER', 'PER_SECOND');
+  const gauge = metric('baseten_replicas_active', 'GAUGE', 'COUNT');
+  const panel = {lines: [count, rate, gauge].map((m) => ({metric: m, labels: {}, name: m.name}))};
+  // a window from 10 s before a grid point to 10 s after the next: value sets of 10 s, 30 s, 10 s
+  const answer = {
+    start_epoch_millis: 20000, end_epoch_millis: 70000, step_seconds: 30,
+    metric_descriptors: [count, rate, gauge].map((m) => ({...m, label_sets: [{}]})),
+    metric_values: [20000, 30000, 60000].map((t) => ({start_epoch_millis: t, values: [[10], [1], [2]]})),
+  };
+  answer.metric_values[1].values = [[30], [1], [2]];
+  return {lengths: s.valueSetLengths(answer), ys: s.panelData(panel, answer).ys};
+}"""
+
+
+def test_partial_first_and_last_steps_are_scaled_to_the_step(browser, service):
+    page = open_page(browser, service, "/#/metrics?model=m3&scope=environment:production&range=1h")
+    wait_drawn(page)
+    got = page.evaluate(PARTIAL_CASES)
+    assert got["lengths"] == [10_000, 30_000, 10_000]  # until the next start, the last until the end
+    # 10 requests in 10 s = 30 per 30 s step; a per-second rate and a gauge are drawn as answered
+    assert got["ys"] == [[30, 30, 30], [1, 1, 1], [2, 2, 2]]
+    page.context.close()
