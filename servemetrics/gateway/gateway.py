@@ -266,7 +266,9 @@ class Gateway:
 
     def gauges(self) -> list[DeploymentGauges]:
         """Per deployment with serving replicas: concurrency (in flight + queued, less ``excluded``),
-        replicas active / starting / desired (desired counts ``excluded`` too)."""
+        replicas active / starting / desired (desired counts ``excluded`` too). Desired is None (not
+        exported) while the deployment's autoscaling settings are unknown: not read yet, or never set
+        through the API (``DeploymentInfo.autoscaling_known``; the defaults would say 0 beside 2 active)."""
         out = []
         for dep_id, view in sorted(self.view.deployments.items()):
             gate = self._gates.get(dep_id)
@@ -274,7 +276,8 @@ class Gateway:
             active = len(self._active(dep_id))
             info = self._settings.get(dep_id)
             tokens = self._tokens.get(dep_id)
-            desired = desired_replicas(concurrent, info.autoscaling, tokens) if info else active
+            known = info is not None and info.autoscaling_known
+            desired = desired_replicas(concurrent, info.autoscaling, tokens) if known and info else None
             concurrent -= self.excluded.get(dep_id, 0)
             out.append(
                 DeploymentGauges(view.labels, concurrent, active, len(view.replicas) - active, desired)

@@ -47,13 +47,14 @@ SIZE_BUCKETS_BYTES: tuple[float, ...] = tuple(float(4**i) for i in range(4, 14))
 
 @dataclass(frozen=True)
 class DeploymentGauges:
-    """One deployment's gauge values at scrape time (counts)."""
+    """One deployment's gauge values at scrape time (counts); ``desired`` None: not exported (the
+    deployment's autoscaling settings are unknown)."""
 
     labels: DeploymentLabels
     concurrent: int
     active: int
     starting: int
-    desired: int
+    desired: int | None
 
 
 class _GaugeCollector(Collector):
@@ -74,7 +75,9 @@ class _GaugeCollector(Collector):
         for g in self._snapshot():
             labels = [*g.labels, "gateway"]
             for key, family in families.items():
-                family.add_metric(labels, float(getattr(g, key)))
+                value = getattr(g, key)
+                if value is not None:
+                    family.add_metric(labels, float(value))
         yield from families.values()
 
 

@@ -154,6 +154,7 @@ class QueuedRequests:
         self.metrics = QueuedMetrics(gateway.metrics.registry, self._queue_sizes)
         self._view = gateway.view
         self._queued_by_dep: dict[str, int] = {}
+        self._async_deps: set[str] = set()  # deployments given an async request since the start
         self._assigned: dict[str, str] = {}
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
@@ -204,8 +205,11 @@ class QueuedRequests:
         self._wake.set()
 
     def _queue_sizes(self) -> Iterable[tuple[tuple[str, ...], int]]:
+        # only where async traffic exists: a deployment never given an async request has no queue
+        # series (not a 0 that would draw an async graph on every deployment)
         for dep_id, view in sorted(self._view.deployments.items()):
-            yield view.labels, self._queued_by_dep.get(dep_id, 0)
+            if dep_id in self._async_deps:
+                yield view.labels, self._queued_by_dep.get(dep_id, 0)
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.create_task(coro)
@@ -242,6 +246,7 @@ class QueuedRequests:
             if dep_id is None:
                 continue
             assigned[req.id] = dep_id
+            self._async_deps.add(dep_id)
             if dep_id in full or not self._has_free_slot(dep_id):
                 full.add(dep_id)
                 sizes[dep_id] = sizes.get(dep_id, 0) + 1

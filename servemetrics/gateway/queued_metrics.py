@@ -1,7 +1,8 @@
 """The queued (async) requests' metrics, registered on the gateway's own registry (``GET /gateway/metrics``).
 
 Names are the platform's (platform-facts §1). ``baseten_async_queue_size`` is a deployment gauge computed
-at scrape time with the DEP labels plus ``source="gateway"`` (like the gateway's other gauges);
+at scrape time with the DEP labels plus ``source="gateway"`` (like the gateway's other gauges), for the
+deployments given an async request since the service started only (no async traffic, no async series);
 ``baseten_time_in_async_queue_seconds`` and ``baseten_async_webhook_latency_seconds`` are DEP
 histograms; ``baseten_async_webhook_requests_total`` counts delivery attempts with DEP plus
 ``status_code`` (599 for a connection error or timeout: no answer). Async executions themselves are

@@ -72,6 +72,7 @@ def _deployment_info(r: Row[Any], active_replicas: int) -> DeploymentInfo:
         r.request_backpressure_policy,
         dict(r.labels or {}),
         active_replicas,
+        r.autoscaling_set_at_ms is not None,
     )
 
 
@@ -217,6 +218,7 @@ class Deployments:
         self, model_id: str, deployment_id: str, changes: Mapping[str, Any], at_ms: int | None = None
     ) -> str:
         """Apply the given fields; record AUTOSCALING_CHANGED ``{old, new}``. Returns ACCEPTED or UNCHANGED.
+        Either way the settings are known from then on (``DeploymentInfo.autoscaling_known``).
 
         Raises InvalidValue for an unknown field, a value out of range or ``min_replica > max_replica``;
         NotFound if the model has no such deployment.
@@ -230,14 +232,16 @@ class Deployments:
                 raise InvalidValue(
                     f"min_replica ({new['min_replica']}) must not exceed max_replica ({new['max_replica']})"
                 )
+            when = self._core.at(at_ms)
+            row = update(t.deployments).where(t.deployments.c.id == deployment_id)
+            conn.execute(row.values(**values, autoscaling_set_at_ms=when))  # known from now on
             if new == old:
                 return "UNCHANGED"
-            conn.execute(update(t.deployments).where(t.deployments.c.id == deployment_id).values(**values))
             self._deployment_event(
                 conn,
                 model_id,
                 "AUTOSCALING_CHANGED",
-                self._core.at(at_ms),
+                when,
                 deployment_id,
                 {"old": old, "new": new},
             )

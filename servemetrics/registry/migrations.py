@@ -59,12 +59,19 @@ def _target_in_flight_tokens(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE deployments ADD COLUMN target_in_flight_tokens INTEGER"))
 
 
+def _autoscaling_set_at(conn: Connection) -> None:
+    """``deployments.autoscaling_set_at_ms`` (nullable), unless ``_initial`` made it already."""
+    if "autoscaling_set_at_ms" not in {c["name"] for c in inspect(conn).get_columns("deployments")}:
+        conn.execute(text("ALTER TABLE deployments ADD COLUMN autoscaling_set_at_ms BIGINT"))
+
+
 MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("0001_initial_tables", _initial),
     ("0002_api_key_pepper", _pepper),
     ("0003_async_requests", _async_requests),
     ("0004_trainer_deployments", _trainer_deployments),
     ("0005_target_in_flight_tokens", _target_in_flight_tokens),
+    ("0006_autoscaling_set_at", _autoscaling_set_at),
 ]
 
 

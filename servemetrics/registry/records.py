@@ -78,7 +78,10 @@ class ModelInfo:
 
 @dataclass(frozen=True)
 class DeploymentInfo:
-    """One deployment (version) of a model; ``active_replica_count`` counts replicas in ACTIVE."""
+    """One deployment (version) of a model; ``active_replica_count`` counts replicas in ACTIVE.
+    ``autoscaling_known`` is True once its autoscaling settings were set through the API
+    (``update_autoscaling``); before that ``autoscaling`` holds the platform's defaults, which say
+    nothing about how the deployment is really scaled (no desired replicas are derived from them)."""
 
     id: str
     model_id: str
@@ -92,6 +95,7 @@ class DeploymentInfo:
     request_backpressure_policy: str | None
     labels: dict[str, str]
     active_replica_count: int
+    autoscaling_known: bool = False
 
 
 @dataclass(frozen=True)

@@ -133,6 +133,8 @@ deployments = Table(
     Column("concurrency_target", Integer, nullable=False, default=1),
     Column("target_utilization_percentage", Integer, nullable=False, default=70),
     Column("target_in_flight_tokens", Integer, nullable=True),  # tokens; null: scale on concurrency
+    # when autoscaling settings were last set through the API; null: never (the defaults stand in)
+    Column("autoscaling_set_at_ms", Ms, nullable=True),
     Column("request_backpressure_policy", String(20), nullable=True),
     Column("labels", JSON, nullable=True),
 )

@@ -145,9 +145,14 @@ class Pinned:
 
 
 @contextmanager
-def pinned_service(tmp: Path) -> Iterator[Pinned]:
-    """The service above on 127.0.0.1:<free port>; stopped at exit."""
-    app = build_app(tmp, declarations(), clock=lambda: NOW, store=make_store(), gateway=False)
+def pinned_service(
+    tmp: Path, store: MemoryStore | None = None, decls: dict | None = None
+) -> Iterator[Pinned]:
+    """The service above (or one over ``store`` and ``decls``, same clock) on 127.0.0.1:<free port>;
+    stopped at exit."""
+    store = make_store() if store is None else store
+    decls = declarations() if decls is None else decls
+    app = build_app(tmp, decls, clock=lambda: NOW, store=store, gateway=False)
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)

@@ -100,6 +100,7 @@ def test_crosshair_shows_values_with_units_and_at_least_bound(browser, service):
     wait_drawn(page)
     units = {g["id"]: g["unit"] for g in graphs(page)}
     assert units["inference-volume"] == "requests per 30 s"  # COUNT counter: requests per 30 s step
+    assert units["end-to-end-response-time"] == "s"  # its axis' one unit: ticks up to 1 s and above
     at_step_30 = T0 + 30 * 30_000
     hover_at(page, "end-to-end-response-time", at_step_30)
     # per step: le=0.1 +40, le=0.5 +80, le=1.0 +85, +Inf +100 (count 100), sum +60

@@ -1,8 +1,9 @@
 // One uPlot chart per panel: lines for each label set, gaps where the API returned null (spanGaps off),
+// a dot for a lone value between gaps (a line needs two points: uPlot's points filter draws it),
 // a crosshair synced across every graph, live legend values at the hovered time, units on the axis, and
 // "≥ bound" for a quantile clamped at its histogram's highest finite bucket bound.
 
-import { formatTime, formatValue, unitOf } from "./format.js";
+import { axisTicks, axisUnit, formatTime, formatValue, unitOf } from "./format.js";
 
 export const PALETTE = ["#2563eb", "#16a34a", "#d97706", "#dc2626", "#7c3aed", "#0891b2", "#db2777", "#65a30d"];
 const NAMED = { "2xx": "#16a34a", "4xx": "#d97706", "5xx": "#dc2626", avg: "#6b7280" };
@@ -26,12 +27,32 @@ export function valueText(v, line, unit, bounds) {
 const pad = (n) => String(n).padStart(2, "0");
 const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 
+// The caption of a y axis whose ticks are `splits`: the axis' one unit where it depends on the values
+// (ms or s, KiB ... GiB), else the unit's label ("requests per 30 s", "%", "cores").
+export function captionOf(unit, splits) {
+  if (!["seconds", "bytes", "mebibytes"].includes(unit.type)) return unit.label;
+  return axisUnit(unit, Math.max(0, ...splits.map((v) => Math.abs(v)))).suffix;
+}
+
 // x ticks: "14:30" within a day, "Jan 3 14:30" over longer ranges (local time).
 export function timeTick(ms, spanMs) {
   const d = new Date(ms);
   const hm = `${pad(d.getHours())}:${pad(d.getMinutes())}`;
   return spanMs <= 86_400_000 ? hm : `${MONTHS[d.getMonth()]} ${d.getDate()} ${hm}`;
 }
+
+// -> [indices] of the values of `ys` with no value on either side (null or the end), null when none.
+export function isolated(ys) {
+  const none = (v) => v === null || v === undefined;
+  const out = [];
+  for (let i = 0; i < ys.length; i++) {
+    if (!none(ys[i]) && (i === 0 || none(ys[i - 1])) && (i + 1 === ys.length || none(ys[i + 1]))) out.push(i);
+  }
+  return out.length ? out : null;
+}
+
+// uPlot points filter: every point when uPlot shows them anyway (sparse data), else only the lone ones.
+const lonePoints = (u, si, show) => (show ? null : isolated(u.data[si]));
 
 // y tick steps: powers of two for byte sizes (so ticks read 512 MiB, 1 GiB), uPlot's defaults otherwise.
 const POW2 = Array.from({ length: 60 }, (_, i) => 2 ** i);
@@ -68,6 +89,10 @@ export function createGraph(parent, panel, data, ctx) {
   const describe = () =>
     chart.setAttribute("aria-label", `${panel.title} (${unit.label}): ${data.lines.map((l) => l.name).join(", ")}`);
   describe();
+  const yTicks = (splits, incr) => {
+    caption.textContent = captionOf(unit, splits);
+    return axisTicks(splits, unit, incr);
+  };
   const opts = {
     width: Math.max(280, chart.clientWidth || parent.clientWidth || 600),
     height: HEIGHT,
@@ -86,13 +111,13 @@ export function createGraph(parent, panel, data, ctx) {
         width: 1.5,
         dash: line.stat ? [5, 4] : undefined,
         spanGaps: false,
-        points: { size: 4 },
+        points: { size: 5, filter: lonePoints },
         value: (u, v) => valueText(v, line, unit, ctx.bounds),
       })),
     ],
     axes: [
       { space: 70, values: (u, splits) => splits.map((v) => timeTick(v, ctx.end - ctx.start)) },
-      { size: 78, incrs: unitIncrs(unit), values: (u, splits) => splits.map((v) => formatValue(v, unit)) },
+      { size: 78, incrs: unitIncrs(unit), values: (u, splits, ai, space, incr) => yTicks(splits, incr) },
     ],
     legend: { live: true },
     hooks: { draw: [(u) => ctx.onDraw && ctx.onDraw(panel.id, u)] },
@@ -120,6 +145,7 @@ export function createGraph(parent, panel, data, ctx) {
     },
     data: () => data,
     unit: () => unit,
+    caption: () => caption.textContent,
     destroy() {
       resize.disconnect();
       u.destroy();

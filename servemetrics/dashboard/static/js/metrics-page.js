@@ -10,7 +10,7 @@
 import { checkRow } from "./checks.js";
 import { createCustomize } from "./customize.js";
 import { createOverlay } from "./events.js";
-import { stepLabel } from "./format.js";
+import { formatTime, stepLabel } from "./format.js";
 import { createGraph } from "./graphs.js";
 import { writeHash } from "./hash.js";
 import { buildPanels, byGroup, panelApplies, resolveLayout, toSaved } from "./panels.js";
@@ -319,8 +319,8 @@ export function createMetricsPage({ getClient, onError }) {
     }
     const withData = shown.filter(({ data }) => nonNullCount(data.ys) > 0);
     customize.update(applicablePanels(), s.layout, absentPanels());
-    const from = new Date(a.start_epoch_millis).toLocaleString();
-    const to = new Date(a.end_epoch_millis).toLocaleString();
+    const from = formatTime(a.start_epoch_millis);
+    const to = formatTime(a.end_epoch_millis);
     el.info.textContent = `${from} – ${to}${step ? ` · one point per ${stepLabel(step)}` : ""}`;
     el.graphs.setAttribute("aria-busy", "false");
     if (!withData.length) {
@@ -422,7 +422,7 @@ export function createMetricsPage({ getClient, onError }) {
           id,
           title: s.panels.find((p) => p.id === id).title,
           group: s.panels.find((p) => p.id === id).group,
-          unit: g.unit().label,
+          unit: g.caption(),
           lines: d.lines.map((l) => l.name),
           x: d.x,
           ys: d.ys,
