@@ -193,6 +193,12 @@ FORMAT_CASES = """async () => {
       f.axisTicks([0, 5000, 10000, 15000], requests, 5000),
       f.axisTicks([0, 0.25, 0.5], u('baseten_gpu_utilization', 'GAUGE', 'RATIO'), 0.25),
       f.axisTicks([0, 2.5, 5], u('baseten_x_requests', 'COUNTER', 'PER_SECOND'), 2.5),
+      f.axisTicks([0, 50, 100], u('baseten_gpu_power_usage_watts', 'GAUGE', 'WATTS'), 50),
+      f.axisTicks([0, 1e9, 2e9], u('baseten_gpu_sm_clock_hertz', 'GAUGE', 'PER_SECOND'), 1e9),
+    ],
+    hover: [
+      f.formatValue(40.979, u('baseten_gpu_power_usage_watts', 'GAUGE', 'WATTS')),
+      f.formatValue(2.31e9, u('baseten_gpu_sm_clock_hertz', 'GAUGE', 'PER_SECOND')),
     ],
     captions: [
       g.captionOf(sec, [0, 0.2, 0.4]), g.captionOf(sec, [0, 0.5, 1]), g.captionOf(requests, [0, 30]),
@@ -222,7 +228,10 @@ def test_numbers_units_and_times_read_right(browser, service):
         ["0", "5 k", "10 k", "15 k"],  # not "5000" beside "10 k"
         ["0", "25 %", "50 %"],
         ["0", "2.5 req/s", "5.0 req/s"],
+        ["0", "50 W", "100 W"],  # GPU power (unit hint WATTS)
+        ["0", "1000 MHz", "2000 MHz"],  # the SM clock is stored in Hz, read in MHz
     ]
+    assert got["hover"] == ["41 W", "2310 MHz"]
     assert got["captions"] == ["ms", "s", "requests per 30 s"]  # never "ms / s"
     assert got["times"] == ["2026-01-01 13:30:00", "13:30", "Jan 1 13:30"]  # 24-hour clock (UTC context)
     info = page.inner_text("#window-info")

@@ -15,6 +15,7 @@ const COLORS = {
   DEACTIVATED: "#6b7280",
   INSTANCE_TYPE_CHANGED: "#d97706",
   REPLICA_TERMINATED: "#dc2626",
+  REPLICA_RECOVERED: "#059669",
   ENVIRONMENT_UPDATED: "#db2777",
 };
 export const CLUSTER_PX = 14; // markers closer than this (CSS pixels, about a flag's width) share a flag

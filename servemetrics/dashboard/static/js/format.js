@@ -1,7 +1,8 @@
 // Units and labels: how a value of the API is shown (axis ticks, hover values, legends). Times are
 // 24-hour clock everywhere (formatTime; graphs.js timeTick).
 // Unit hints are the spec's (SECONDS, BYTES, MEBIBYTES, PER_SECOND, COUNT, RATIO) and the platform SDK's
-// CELSIUS (GPU temperature); COUNT counters are
+// CELSIUS (GPU temperature) and WATTS (GPU power); a PER_SECOND clock (a *_hertz name) is shown in MHz;
+// COUNT counters are
 // totals per step ("requests per 30 s"), RATIO gauges are fractions shown as %, RATIO counters are
 // CPU-seconds per second shown as cores (docs/catalog.md); token counts and speeds say "tokens".
 
@@ -52,10 +53,13 @@ export function unitOf(metric, stepSeconds) {
     case "MEBIBYTES":
       return { type: "mebibytes", label: "bytes" };
     case "PER_SECOND":
+      if (name.endsWith("_hertz")) return { type: "hertz", label: "MHz" };
       if (name.includes("token")) return { type: "rate", label: "tokens/s" };
       return name.includes("request") ? { type: "rate", label: "req/s" } : { type: "rate", label: "per second" };
     case "CELSIUS":
       return { type: "celsius", label: "°C" };
+    case "WATTS":
+      return { type: "watts", label: "W" };
     case "RATIO":
       if (kind === "COUNTER") return name.includes("cpu") ? { type: "cores", label: "cores" } : { type: "rate", label: "per second" };
       return { type: "percent", label: "%" };
@@ -91,6 +95,10 @@ export function formatValue(v, unit) {
       return `${num(v)} ${num(v) === "1" ? "core" : "cores"}`;
     case "celsius":
       return `${num(v)} °C`;
+    case "watts":
+      return `${num(v)} W`;
+    case "hertz":
+      return `${num(v / 1e6)} MHz`;
     case "rate":
       if (unit.label === "req/s") return `${num(v)} req/s`;
       if (unit.label === "tokens/s") return `${num(v)} tok/s`; // short enough for the axis
@@ -124,6 +132,10 @@ export function axisUnit(unit, max) {
       return { div: 1, suffix: "cores" };
     case "celsius":
       return { div: 1, suffix: "°C" };
+    case "watts":
+      return mag("W");
+    case "hertz":
+      return { div: 1e6, suffix: "MHz" };
     case "rate":
       return mag(unit.label === "req/s" ? "req/s" : unit.label === "tokens/s" ? "tok/s" : "/s");
     default:
