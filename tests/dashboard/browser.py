@@ -81,3 +81,24 @@ def screenshot(page: Page, name: str) -> Path:
     path = ARTIFACTS / name
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+BLUE = (0x25, 0x63, 0xEB)
+"""graphs.js PALETTE[0]: a panel's first line."""
+
+
+def line_pixels_in_column(page: Page, panel: str, x_ms: int, rgb: tuple[int, int, int] = BLUE) -> int:
+    """Pixels of colour ``rgb`` (exact or anti-aliased) in ``panel``'s canvas column at ``x_ms``."""
+    return int(
+        page.evaluate(
+            """([id, x, rgb]) => { const u = window.smDashboard.metrics.uplot(id);
+               const cx = Math.round(u.valToPos(x, 'x', true));
+               const d = u.ctx.getImageData(cx, u.bbox.top, 1, u.bbox.height).data; let n = 0;
+               for (let i = 0; i < d.length; i += 4) {
+                 const far = Math.abs(d[i] - rgb[0]) + Math.abs(d[i + 1] - rgb[1])
+                   + Math.abs(d[i + 2] - rgb[2]);
+                 if (d[i + 3] > 0 && far < 90) n++; }
+               return n; }""",
+            [panel, x_ms, list(rgb)],
+        )
+    )

@@ -14,11 +14,10 @@ from playwright.sync_api import Browser, Page
 from sqlalchemy import delete
 
 from servemetrics.registry import tables
-from tests.dashboard.browser import graphs, launch, new_context, screenshot, wait_drawn
+from tests.dashboard.browser import graphs, launch, line_pixels_in_column, new_context, screenshot, wait_drawn
 from tests.dashboard.pinned_service import GAP_STEP, KEY, NOW, REVOCABLE_KEY, T0, Pinned, pinned_service
 
 pytestmark = pytest.mark.e2e
-BLUE = (0x25, 0x63, 0xEB)  # graphs.js PALETTE[0]: the Replicas "Active" line
 
 
 @pytest.fixture(scope="module")
@@ -61,20 +60,6 @@ def legend(page: Page, panel: str) -> dict[str, str]:
     return out
 
 
-def blue_pixels_in_column(page: Page, panel: str, x_ms: int) -> int:
-    """Pixels of the Active line's blue in the canvas column at ``x_ms`` (exact or anti-aliased)."""
-    return page.evaluate(
-        """([id, x, rgb]) => { const u = window.smDashboard.metrics.uplot(id);
-           const cx = Math.round(u.valToPos(x, 'x', true));
-           const d = u.ctx.getImageData(cx, u.bbox.top, 1, u.bbox.height).data; let n = 0;
-           for (let i = 0; i < d.length; i += 4) {
-             const far = Math.abs(d[i] - rgb[0]) + Math.abs(d[i + 1] - rgb[1]) + Math.abs(d[i + 2] - rgb[2]);
-             if (d[i + 3] > 0 && far < 90) n++; }
-           return n; }""",
-        [panel, x_ms, list(BLUE)],
-    )
-
-
 def test_a_null_step_is_a_gap_not_a_zero(browser, service):
     page = open_page(browser, service)
     wait_drawn(page)
@@ -86,8 +71,8 @@ def test_a_null_step_is_a_gap_not_a_zero(browser, service):
     assert active[GAP_STEP - 1] == 2 and active[GAP_STEP + 1] == 2
     assert replicas["nonNull"] == [119]  # 120 steps in the hour, one of them empty
     # drawn: no line in the column of the empty step, a line in the column of a full one
-    assert blue_pixels_in_column(page, "replicas", T0 + 1_800_000) == 0
-    assert blue_pixels_in_column(page, "replicas", T0 + 900_000) > 0
+    assert line_pixels_in_column(page, "replicas", T0 + 1_800_000) == 0
+    assert line_pixels_in_column(page, "replicas", T0 + 900_000) > 0
     hover_at(page, "replicas", T0 + 1_800_000)
     assert legend(page, "replicas")["Active"] == "—"
     hover_at(page, "replicas", T0 + 900_000)

@@ -27,7 +27,7 @@ from playwright.sync_api import Browser, Page
 
 from servemetrics.store.memory import MemoryStore
 from tests.apptools import org
-from tests.dashboard.browser import graphs, launch, new_context, wait_drawn
+from tests.dashboard.browser import graphs, launch, line_pixels_in_column, new_context, wait_drawn
 from tests.dashboard.pinned_service import NOW, T0, Pinned, pinned_service
 from tests.query.helpers import series, store_with
 
@@ -35,7 +35,6 @@ pytestmark = pytest.mark.e2e
 KEY = "sm-dashboard-reads-key"
 PROMOTION_S = 1815
 """Seconds after T0 of the promotion e1 -> e2: half way into value set 60's step."""
-BLUE = (0x25, 0x63, 0xEB)  # graphs.js PALETTE[0]: a panel's first line
 
 
 def steady_store() -> MemoryStore:
@@ -124,20 +123,6 @@ def api_series(service: Pinned, names: list[str]) -> dict:
 def drawn_data(page: Page, panel: str) -> list[list[float | None]]:
     """uPlot's own data of ``panel``'s chart: ``[x, y1, y2, ...]``."""
     return page.evaluate("id => window.smDashboard.metrics.uplot(id).data", panel)
-
-
-def line_pixels_in_column(page: Page, panel: str, x_ms: int, rgb: tuple[int, int, int] = BLUE) -> int:
-    """Pixels of colour ``rgb`` (exact or anti-aliased) in ``panel``'s canvas column at ``x_ms``."""
-    return page.evaluate(
-        """([id, x, rgb]) => { const u = window.smDashboard.metrics.uplot(id);
-           const cx = Math.round(u.valToPos(x, 'x', true));
-           const d = u.ctx.getImageData(cx, u.bbox.top, 1, u.bbox.height).data; let n = 0;
-           for (let i = 0; i < d.length; i += 4) {
-             const far = Math.abs(d[i] - rgb[0]) + Math.abs(d[i + 1] - rgb[1]) + Math.abs(d[i + 2] - rgb[2]);
-             if (d[i + 3] > 0 && far < 90) n++; }
-           return n; }""",
-        [panel, x_ms, list(rgb)],
-    )
 
 
 def test_a_steady_load_draws_a_flat_line_across_a_promotion(browser, service):

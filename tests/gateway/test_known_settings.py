@@ -13,29 +13,10 @@ import anyio
 from prometheus_client import generate_latest
 
 from servemetrics.api.service import open_service
-from servemetrics.config import parse_config
 from servemetrics.gateway import GatewayOptions
 from servemetrics.store.memory import MemoryStore
-from tests.apptools import org
+from tests.gateway.inprocess import two_deployments_config
 from tests.query.helpers import at
-
-REPLICA = {"id": "r1", "targets": ["http://127.0.0.1:9/metrics"]}
-
-
-def _config(tmp_path: Path):
-    return parse_config(
-        {
-            "data_dir": str(tmp_path / "data"),
-            "organizations": [org("acme", {"sm-service-key": "PERSONAL"})],
-            "models": [
-                {
-                    "id": "m1",
-                    "organization": "acme",
-                    "deployments": [{"id": "d1", "replicas": [REPLICA]}, {"id": "d2", "replicas": [REPLICA]}],
-                }
-            ],
-        }
-    )
 
 
 def _known(service, deployment_id: str) -> bool:
@@ -58,7 +39,7 @@ def test_desired_replicas_only_with_known_settings_and_no_queue_without_async(tm
 
     async def run() -> None:
         async with open_service(
-            _config(tmp_path),
+            two_deployments_config(tmp_path),
             scrape=False,
             clock=lambda: at(60),
             store=MemoryStore(),
@@ -90,7 +71,7 @@ def test_desired_replicas_only_with_known_settings_and_no_queue_without_async(tm
 def test_setting_the_defaults_explicitly_makes_them_known(tmp_path: Path) -> None:
     async def run() -> None:
         async with open_service(
-            _config(tmp_path), scrape=False, store=MemoryStore(), gateway=False
+            two_deployments_config(tmp_path), scrape=False, store=MemoryStore(), gateway=False
         ) as service:
             registry = service.registry.deployments
             assert registry.update_autoscaling("m1", "d2", {"min_replica": 0}) == "UNCHANGED"

@@ -11,29 +11,11 @@ from pathlib import Path
 import anyio
 
 from servemetrics.api.service import open_service
-from servemetrics.config import parse_config
 from servemetrics.gateway import GatewayOptions
-from tests.apptools import org
+from tests.gateway.inprocess import two_deployments_config
 from tests.query.helpers import at, series, store_with
 
 TOKENS = "baseten_llm_in_flight_tokens"
-REPLICA = {"id": "r1", "targets": ["http://127.0.0.1:9/metrics"]}
-
-
-def _config(tmp_path: Path):
-    return parse_config(
-        {
-            "data_dir": str(tmp_path / "data"),
-            "organizations": [org("acme", {"sm-service-key": "PERSONAL"})],
-            "models": [
-                {
-                    "id": "m1",
-                    "organization": "acme",
-                    "deployments": [{"id": "d1", "replicas": [REPLICA]}, {"id": "d2", "replicas": [REPLICA]}],
-                }
-            ],
-        }
-    )
 
 
 def test_desired_replicas_follow_in_flight_tokens(tmp_path: Path) -> None:
@@ -47,7 +29,11 @@ def test_desired_replicas_follow_in_flight_tokens(tmp_path: Path) -> None:
 
     async def run() -> None:
         async with open_service(
-            _config(tmp_path), scrape=False, clock=lambda: at(60), store=store, gateway_options=options
+            two_deployments_config(tmp_path),
+            scrape=False,
+            clock=lambda: at(60),
+            store=store,
+            gateway_options=options,
         ) as service:
             assert service.gateway is not None
             deployments = service.registry.deployments
