@@ -12,10 +12,8 @@ by reason (``DROP_REASONS``) in ``servemetrics_custom_series_dropped_total``.
 from __future__ import annotations
 
 from servemetrics.ingest.adapters.rules import Rule
+from servemetrics.labels import CUSTOM_SOURCE
 from servemetrics.types import Labels
-
-SOURCE = "custom"
-"""The ``source`` label of a custom series."""
 
 RESERVED_PREFIXES: tuple[str, ...] = ("baseten_", "servemetrics_")
 """Name prefixes of our own series (the catalog's, the service's): a custom series may not take one."""
@@ -75,7 +73,7 @@ class CustomSeries:
                 self._drop(SERIES_LIMIT)
                 return None
             self._kept.add(group)
-        return Rule(name, name, SOURCE, labels=None)
+        return Rule(name, name, CUSTOM_SOURCE, labels=None)
 
     def _drop(self, reason: str) -> None:
         self.dropped[reason] = self.dropped.get(reason, 0) + 1
