@@ -358,13 +358,13 @@ def _histogram(ctx: _Context, metric: MetricDef) -> Rows | None:
     one) used elsewhere in the window must not add empty buckets. REPLICA scope (``baseten_llm_*``): one
     source per replica (the native series over an engine's adapted one), for the buckets, ``_sum`` and
     ``_count`` alike, so always read per view; so are metrics with ``request_sources`` (one source per
-    deployment)."""
-    name, replica = metric.name + "_bucket", metric.scope is Scope.REPLICA or bool(metric.request_sources)
-    coarse = None if replica else Buckets(_select(ctx, metric, name, Reducer.INCREASE, ("le",)))
+    deployment) whose buckets come from several sources in the window (``_coarse``)."""
+    name = metric.name + "_bucket"
+    coarse = None if metric.scope is Scope.REPLICA else _coarse(ctx, metric, name)
     if coarse is not None and not coarse.bounds:
         return None
     fine: Buckets | None = None
-    by = VIEW if replica else ()
+    by = VIEW if coarse is None else ()
     sums = _select(ctx, metric, metric.name + "_sum", Reducer.INCREASE, by)
     counts = _select(ctx, metric, metric.name + "_count", Reducer.INCREASE, by)
     out: Rows = []
@@ -377,10 +377,22 @@ def _histogram(ctx: _Context, metric: MetricDef) -> Rows | None:
                 if not fine.bounds:
                     return None
             present, keys = fine.merged(i, metric)
+            if coarse is not None:
+                keys = None  # one source (``_coarse``): every view is used, ``_sum`` / ``_count`` read whole
         out.append(
             histogram_row(present, total(sums, i, keys), total(counts, i, keys), len(metric.label_sets))
         )
     return out
+
+
+def _coarse(ctx: _Context, metric: MetricDef, name: str) -> Buckets | None:
+    """The ``_bucket`` series ``name`` grouped by ``le`` (and ``source``, which a metric with
+    ``request_sources`` needs to know), or None when that metric's buckets come from several sources in
+    the window: then one per deployment is read, per view (``histograms.preferred_views``)."""
+    if not metric.request_sources:
+        return Buckets(_select(ctx, metric, name, Reducer.INCREASE, ("le",)))
+    res = _select(ctx, metric, name, Reducer.INCREASE, ("le", "source"))
+    return Buckets(res) if len({key[1] for key in res}) <= 1 else None
 
 
 def _speed_inputs(metric: MetricDef, source: MetricDef) -> list[int]:
