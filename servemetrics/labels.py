@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from servemetrics.types import Labels, labels_of
 
-__all__ = ["DEPLOYMENT_LABELS", "PHASE_LABELS", "TARGET_LABELS", "UP", "target_labels"]
+__all__ = ["CUSTOM_SOURCE", "DEPLOYMENT_LABELS", "PHASE_LABELS", "TARGET_LABELS", "UP", "target_labels"]
 
 TARGET_LABELS: tuple[str, ...] = (
     "model_id",
@@ -35,6 +35,10 @@ PHASE_LABELS: tuple[str, ...] = ("environment", "rollout_phase")
 
 UP = "up"
 """The per-target scrape-health series (1 after a successful scrape, 0 after a failed one)."""
+
+CUSTOM_SOURCE = "custom"
+"""The ``source`` label of a custom metric's series: a replica's own series that no adapter maps, stored
+under its own name (``ingest.adapters.custom``) and answered by that name (``query.custom``)."""
 
 
 def target_labels(

@@ -94,6 +94,9 @@ class SelfMetrics:
         target_up: per target (``SCRAPE_TARGET_LABELS``), 1 when its last scrape succeeded.
         refused_samples: counter of samples of new series refused by the active-series limit, by
             ``organization`` (config ``limits.series_per_organization``).
+        custom_series_dropped: counter of a replica target's custom series not kept, per scrape, by
+            target (``SCRAPE_TARGET_LABELS``) and ``reason`` (``series_limit``: over
+            ``custom_series_limit``; ``reserved_name``: a ``baseten_*`` / ``servemetrics_*`` / ``up`` name).
     """
 
     def __init__(self) -> None:
@@ -136,10 +139,21 @@ class SelfMetrics:
             SCRAPE_TARGET_LABELS,
             registry=r,
         )
+        self._limit_metrics(r)
+
+    def _limit_metrics(self, r: CollectorRegistry) -> None:
+        """The counters of what a limit kept out: series refused, custom series dropped."""
         self.refused_samples = Counter(
             "servemetrics_series_limit_refused_samples",
             "Samples of new series refused: their organization was at limits.series_per_organization.",
             ["organization"],
+            registry=r,
+        )
+        self.custom_series_dropped = Counter(
+            "servemetrics_custom_series_dropped",
+            "Custom series of a replica's target not kept in a scrape, by reason: series_limit (over "
+            "custom_series_limit) or reserved_name (baseten_*, servemetrics_*, up).",
+            [*SCRAPE_TARGET_LABELS, "reason"],
             registry=r,
         )
 

@@ -17,9 +17,12 @@ per stored label set, with the platform's labels and export units:
 
 The ``source`` label (who reported a copy) is internal: dropping it merges copies the way the API does
 (DESIGN "Query semantics"): a DEPLOYMENT-scope gauge averages its sources, a REPLICA-scope metric takes
-its most preferred source, any other metric sums them. Labels kept: ``EXPORT_LABELS``, the metric's
-``by_label`` and its rank labels (vLLM ``engine``, SGLang ``dp_rank`` ...), each only when not empty
-(``DEPLOYMENT_LABELS`` always: the platform exports ``environment`` / ``rollout_phase`` empty).
+its most preferred source, a request metric (``MetricDef.request_sources``) exports per deployment only
+its most preferred source with series (the gateway's over a replica's own count of the same requests,
+docs/query-semantics.md "One count of a deployment's requests"), any other metric sums them. Labels
+kept: ``EXPORT_LABELS``, the metric's ``by_label`` and its rank labels (vLLM ``engine``, SGLang
+``dp_rank`` ...), each only when not empty (``DEPLOYMENT_LABELS`` always: the platform exports
+``environment`` / ``rollout_phase`` empty).
 """
 
 from __future__ import annotations
@@ -127,6 +130,17 @@ def _merge(metric: MetricDef, copies: list[tuple[str, float]]) -> float:
     return sum(values)
 
 
+def _one_request_source(res: SelectResult, names: tuple[str, ...], metric: MetricDef) -> SelectResult:
+    """The groups of ``res`` (keys over ``names``) of each deployment's most preferred request source
+    with series (``MetricDef.request_sources``; ties by name)."""
+    dep, at = names.index("deployment_id"), names.index(SOURCE)
+    best: dict[str, tuple[int, str]] = {}
+    for key in res:
+        rank = (metric.source_rank(key[at]), key[at])
+        best[key[dep]] = min(best.get(key[dep], rank), rank)
+    return {key: cells for key, cells in res.items() if best[key[dep]][1] == key[at]}
+
+
 def _values(
     reader: _Reader, metric: MetricDef, name: str, extra: tuple[str, ...] = ()
 ) -> dict[LabelPairs, float]:
@@ -134,7 +148,10 @@ def _values(
     names = (*_group_labels(metric), *extra)
     gauge = metric.kind is Kind.GAUGE
     copies: dict[LabelPairs, list[tuple[str, float]]] = {}
-    for key, cells in reader.select(name, Reducer.LAST if gauge else Reducer.INCREASE, names).items():
+    res = reader.select(name, Reducer.LAST if gauge else Reducer.INCREASE, names)
+    if metric.request_sources:
+        res = _one_request_source(res, names, metric)
+    for key, cells in res.items():
         cell = cells[0]
         if cell is None and gauge:
             continue  # no sample in the last 5 minutes (or a stale marker): not exported

@@ -35,11 +35,16 @@ CONTAINER_SOURCES: tuple[str, ...] = ("cadvisor", "kubelet_resource", "process")
 """The views of a replica's container CPU and memory, most preferred first (DESIGN "Query semantics":
 one container, one value): cAdvisor (``/metrics/cadvisor``, or standalone), the kubelet's
 ``/metrics/resource``, the model server's own ``process_*`` collector."""
+REQUEST_SOURCES: tuple[str, ...] = ("", "knative", "ray_serve", "kserve", "triton", "tgi", "http")
+"""Who counts a deployment's requests (``MetricDef.request_sources``), most preferred first: our gateway
+(no ``source``; it meters every request it forwards, queueing included), Knative's queue-proxy (in front
+of the user container), then the serving stack's or the custom server's own counters
+(``ingest.adapters.custom_servers``). One deployment's requests come from one of them per value set."""
 _READINESS = ({"condition": "true"}, {"condition": "false"}, {"condition": "unknown"})
 _REMAPPED_ROWS = ({"rows": "correctable"}, {"rows": "uncorrectable"})
 
 
-def _hist(name: str, unit: Unit, help: str, panel: str) -> MetricDef:
+def _hist(name: str, unit: Unit, help: str, panel: str, request_sources: tuple[str, ...] = ()) -> MetricDef:
     return MetricDef(
         name,
         Kind.HISTOGRAM,
@@ -49,6 +54,7 @@ def _hist(name: str, unit: Unit, help: str, panel: str) -> MetricDef:
         label_sets=HISTOGRAM_LABEL_SETS,
         panel=panel,
         default_visible=True,
+        request_sources=request_sources,
     )
 
 
@@ -63,6 +69,7 @@ _ROWS: tuple[MetricDef, ...] = (
         label_sets=STATUS_LABEL_SETS,
         panel="Inference volume",
         default_visible=True,
+        request_sources=REQUEST_SOURCES,
     ),
     MetricDef(
         "baseten_incoming_inference_requests_total",
@@ -78,6 +85,7 @@ _ROWS: tuple[MetricDef, ...] = (
         Unit.SECONDS,
         "End-to-end response time (queueing, cold start and inference), in seconds.",
         "End-to-end response time",
+        REQUEST_SOURCES,
     ),
     _hist(
         "baseten_time_to_first_byte_seconds",

@@ -148,6 +148,13 @@ class MetricDef:
             preferred first (``source_rank``). This is the one statement of the order: the query layer
             reads it, the adapter table's ``Rule.preference`` column (which the recording rules compile)
             is held to it by a test.
+        request_sources: for a request metric counted both by the gateway and by replicas (a custom
+            server's, Knative's queue-proxy's request counter and latency histogram), the ``source``
+            labels that count one deployment's requests, most preferred first (``""``: the gateway's own
+            series, or a replica exporting the canonical name). Per deployment and value set the query
+            reads the most preferred source with data there and only it: the same requests are never
+            counted twice (docs/query-semantics.md "One count of a deployment's requests"). A test holds
+            the adapter table's sources of the metric to this list.
     """
 
     name: str
@@ -162,14 +169,16 @@ class MetricDef:
     legend: str = ""
     default_visible: bool = False
     sources: tuple[str, ...] = ()
+    request_sources: tuple[str, ...] = ()
     ranks: Ranks = NO_RANKS
     derived: Derived | None = None
     group: str = ""
 
     def source_rank(self, source: str) -> int:
-        """Position of ``source`` in ``sources`` (0: the most preferred); a source not listed (none, a
-        replica exposing the canonical name itself) ranks after every listed one."""
-        return self.sources.index(source) if source in self.sources else len(self.sources)
+        """Position of ``source`` in ``sources`` (or ``request_sources``; 0: the most preferred); a source
+        not listed (none, a replica exposing the canonical name itself) ranks after every listed one."""
+        order = self.sources or self.request_sources
+        return order.index(source) if source in order else len(order)
 
     @property
     def per_second(self) -> bool:

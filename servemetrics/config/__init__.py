@@ -3,7 +3,7 @@
 Keys (defaults in brackets; docs/configuration.md has an example of each): ``listen`` [127.0.0.1:8321],
 ``data_dir`` [./data], ``scrape_interval`` [15s], ``scrape_timeout`` [10s], the scrape limits
 ``body_size_limit`` [64MiB], ``sample_limit`` [1000000], ``label_limit`` [64], ``label_name_length_limit``
-[1024], ``label_value_length_limit`` [16384], ``retention`` [15d],
+[1024], ``label_value_length_limit`` [16384], ``custom_series_limit`` [1000], ``retention`` [15d],
 ``registry_url`` [sqlite:///<data_dir>/registry.sqlite3], ``store`` [kind: duckdb], ``organizations``,
 ``models``, ``loops``
 (trainer deployments, docs/loops.md), ``network`` (where tenant-supplied URLs may lead, docs/security.md),

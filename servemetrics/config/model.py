@@ -66,6 +66,7 @@ SCRAPE_LIMITS = (
     "label_limit",
     "label_name_length_limit",
     "label_value_length_limit",
+    "custom_series_limit",
 )
 """The top-level keys that limit one scrape, as Prometheus names them (docs/configuration.md)."""
 
@@ -341,6 +342,7 @@ class Config(Strict):
     label_limit: int = Field(default=64, ge=0, le=10_000)
     label_name_length_limit: int = Field(default=1024, ge=0, le=1 << 20)
     label_value_length_limit: int = Field(default=16384, ge=0, le=1 << 24)
+    custom_series_limit: int = Field(default=1000, ge=0, le=1_000_000)
     retention: Annotated[Duration, bounded((3600.0, "1h"), (MAX_RETENTION_S, "3650d (10 years)"))] = (
         15 * 86400.0
     )

@@ -23,6 +23,8 @@ one operand::
   ``unless on (model_id, deployment_id, replica)`` a rule of the same canonical name with a higher
   preference has a series for that replica; together the rules are ``best or on (...) next or on (...)
   ...``, highest preference first, the query layer's choice (``MetricDef.sources``).
+- Renames of a rule that keeps every label (``Rule.rename``) are ``label_replace`` to the new name, and
+  the old name goes with the ``max without``.
 - Constant labels (``Rule.constant``) are set with ``label_replace(..., "<name>", "<value>", "", "")``.
 - NaN and infinite samples are filtered out (``x < Inf > -Inf``), as the exposition parser drops them.
 - ``le`` rescaling (``Rule.le_divisor``): PromQL cannot divide a label, so each of the source's known
@@ -91,6 +93,9 @@ DIFFERENCES: dict[str, str] = {
     "its name and appears as exported_<name> in the engine; an exposed label named like a registry label, "
     "on a target without that label, is dropped by `adapt` (unless the rule keeps all labels) and kept "
     "by the rules.",
+    "custom_metrics": "`adapt` keeps a replica target's unmapped series as custom metrics (source=custom, "
+    "up to custom_series_limit per scrape); no rule records them: in the engine they stay as scraped, "
+    "with job and instance and without source, and the metrics API does not answer them by name.",
 }
 """Where the recording rules knowingly differ from ``adapt`` (a test pins the keys)."""
 
@@ -220,7 +225,7 @@ def _renamed(rule: Rule, expr: str) -> str:
             f"rule {rule.match} -> {rule.target}: labels {rule.labels} rename a label onto another "
             "source label or two labels onto one; give each kept label its own new name"
         )
-    for src, dst in renames.items():
+    for src, dst in (*renames.items(), *rule.rename):
         expr = f'label_replace({expr}, {quote(dst)}, "$1", {quote(src)}, "(.*)")'
     return expr
 
@@ -237,7 +242,8 @@ def operand(rule: Rule, exposed: Iterable[str] = ()) -> str:
     for name, value in rule.constant:
         inner = f'label_replace({inner}, {quote(name)}, {quote(value)}, "", "")'
     if rule.labels is None:
-        dropped = [*AGENT_LABELS, *(f"exported_{name}" for name in REGISTRY_LABELS)]
+        renamed = [src for src, _ in rule.rename]  # kept under the new name only, as ``adapt`` does
+        dropped = [*AGENT_LABELS, *(f"exported_{name}" for name in REGISTRY_LABELS), *renamed]
         expr = f"max without ({', '.join(dropped)}) ({inner})"
     else:
         constant = [name for name, _ in rule.constant]

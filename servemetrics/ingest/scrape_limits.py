@@ -10,7 +10,10 @@
 - ``label_limit``, ``label_name_length_limit``, ``label_value_length_limit``: per sample after the
   adapters (target labels included, the metric name not counted); 0 turns each off.
 
-A scrape over any limit fails whole (``ScrapeLimitError``): ``up`` = 0 with the reason, nothing of it
+- ``custom_series_limit``: custom series (the unmapped series of a replica's target, kept under their own
+  names: ``adapters.custom``) kept per scrape; the rest are dropped and counted, the scrape does not fail.
+
+A scrape over any other limit fails whole (``ScrapeLimitError``): ``up`` = 0 with the reason, nothing of it
 stored, the target's previous series marked stale, as for any failed scrape.
 """
 
@@ -44,6 +47,7 @@ class ScrapeLimits:
         label_limit: labels per sample at most, the name not counted (0: no limit).
         label_name_length_limit: characters per label name at most (0: no limit).
         label_value_length_limit: characters per label value at most (0: no limit).
+        custom_series_limit: custom series kept per scrape of a replica's target (0: none kept).
     """
 
     body_size_limit: int = 64 << 20
@@ -51,6 +55,7 @@ class ScrapeLimits:
     label_limit: int = 64
     label_name_length_limit: int = 1024
     label_value_length_limit: int = 16384
+    custom_series_limit: int = 1000
 
 
 def _too_large(limit: int) -> ScrapeLimitError:

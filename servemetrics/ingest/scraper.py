@@ -92,6 +92,8 @@ class ScrapeResult:
     duplicates: int = 0
     error: str | None = None
     samples: list[Sample] = field(default_factory=list)
+    custom_dropped: dict[str, int] = field(default_factory=dict)
+    """Custom series not kept, by reason (``adapters.custom.DROP_REASONS``)."""
     created: Callable[[], Mapping[SeriesKey, int]] = field(default=lambda: {}, repr=False, compare=False)
     """Canonical series key -> its family's creation time (epoch ms), computed at the first call."""
 
@@ -102,7 +104,15 @@ def offset_s(url: str, interval_s: float) -> float:
     return int.from_bytes(digest[:8], "big") / 2**64 * interval_s
 
 
-def _creation_times(parsed: ParseResult, labels: dict[str, str]) -> Callable[[], Mapping[SeriesKey, int]]:
+def custom_limit(labels: Mapping[str, str], limits: ScrapeLimits) -> int:
+    """Custom series kept per scrape of a target with ``labels``: ``limits.custom_series_limit`` for a
+    replica's target (it has a ``model_id``), 0 for the others (trainer nodes, the gateway's own)."""
+    return limits.custom_series_limit if labels.get("model_id") else 0
+
+
+def _creation_times(
+    parsed: ParseResult, labels: dict[str, str], custom: int
+) -> Callable[[], Mapping[SeriesKey, int]]:
     """The creation times of a scrape's canonical counter-like series, by key, made at the first call
     (only a scrape with series new to its target needs them): the source's ``_created`` zeros adapted
     like its samples. Two sources of one canonical series: the later creation time (it counts less)."""
@@ -113,7 +123,7 @@ def _creation_times(parsed: ParseResult, labels: dict[str, str]) -> Callable[[],
     def times() -> Mapping[SeriesKey, int]:
         if not memo:
             out: dict[SeriesKey, int] = {}
-            for z in adapt(created_zeros(parsed.samples, parsed.created), labels):
+            for z in adapt(created_zeros(parsed.samples, parsed.created), labels, custom):
                 key = (z.name, z.labels)
                 out[key] = max(out.get(key, z.ts_ms), z.ts_ms)
             memo.append(out)
@@ -134,16 +144,17 @@ def _parse(
 
 def _parse_and_adapt(
     body: bytes, content_type: str | None, ts: int, labels: dict[str, str], limits: ScrapeLimits
-) -> tuple[ParseResult, list[Sample]]:
+) -> tuple[ParseResult, Adapted]:
     """``_parse``, ``adapt`` and the sample and label limits (run in a worker thread: a large exposition
     must not stall the event loop). The samples are adapted and counted while the body is parsed, so a
     scrape over ``sample_limit`` stops there (``scrape_limits.check_sample_count``) instead of parsing
-    and holding the whole body (issue 12: a 100,000-series target).
+    and holding the whole body (issue 12: a 100,000-series target). A replica's target keeps its
+    unmapped series as custom metrics (``custom_limit``); ``Adapted.custom`` counts those not kept.
 
     Raises:
         ExpositionError / SummaryError as ``_parse`` does, ScrapeLimitError over a limit.
     """
-    adapted = Adapted(labels)
+    adapted = Adapted(labels, custom_limit(labels, limits))
 
     def more(samples: list[Sample]) -> None:
         adapted.add(samples)
@@ -152,7 +163,7 @@ def _parse_and_adapt(
     parsed = _parse(body, content_type, ts, more)
     adapted.add(parsed.samples[adapted.fed :])
     check_samples(adapted.samples, limits)
-    return parsed, adapted.samples
+    return parsed, adapted
 
 
 def _batch_before(samples: list[Sample], limit_ms: int) -> tuple[SampleBatch, int]:
@@ -256,7 +267,7 @@ class Scraper:
     async def _fetch_and_parse(self, target: Target, ts: int) -> ScrapeResult:
         try:
             body, content_type = await self._fetch(target)
-            parsed, samples = await anyio.to_thread.run_sync(
+            parsed, adapted = await anyio.to_thread.run_sync(
                 _parse_and_adapt,
                 body,
                 content_type,
@@ -273,8 +284,15 @@ class Scraper:
             # worker thread's future: without the traceback they are freed now, not at a full collection
             exc.__traceback__ = None
             return self._failed(target, str(exc))
-        created = _creation_times(parsed, target.label_dict)
-        return ScrapeResult(up=True, duplicates=parsed.duplicates, samples=samples, created=created)
+        labels = target.label_dict
+        created = _creation_times(parsed, labels, custom_limit(labels, self.limits))
+        return ScrapeResult(
+            up=True,
+            duplicates=parsed.duplicates,
+            samples=adapted.samples,
+            created=created,
+            custom_dropped=adapted.custom.dropped,
+        )
 
     def _failed(self, target: Target, reason: str) -> ScrapeResult:
         """A failed scrape of ``target``: logged as one line (outside text escaped, ``escape_log``) and
@@ -342,6 +360,8 @@ class Scraper:
         m.target_up.labels(*_target_key(target)).set(1.0 if result.up else 0.0)
         if result.duplicates:
             m.scrape_duplicates.labels(redact_url(target.url)).inc(result.duplicates)
+        for reason, count in result.custom_dropped.items():
+            m.custom_series_dropped.labels(*_target_key(target), reason).inc(count)
         m.samples_appended.labels("scrape").inc(result.stored)
 
     async def _loop(self, target: Target) -> None:

@@ -25,5 +25,6 @@ class UnknownMetricError(ValueError):
             + more
             + ". Known names: "
             + ", ".join(platform)
-            + ", and the engine metrics vllm:* and sglang:* listed in docs/catalog.md"
+            + ", the engine metrics vllm:* and sglang:* listed in docs/catalog.md, and the custom metrics "
+            + 'the model\'s replicas expose (docs/ingest.md "Custom metrics")'
         )

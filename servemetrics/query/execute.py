@@ -113,8 +113,10 @@ class KeyLayout:
 
 
 def status_class(code: str) -> str | None:
-    """``"503"`` -> ``"5xx"``; None for codes outside 2xx / 4xx / 5xx or not numeric."""
-    if len(code) == 3 and code.isdigit() and code[0] in "245":
+    """``"503"`` -> ``"5xx"``; a class as a custom server's counter may already give it (``"2xx"``, as
+    prometheus-fastapi-instrumentator groups status codes) stays itself; None for codes outside 2xx / 4xx
+    / 5xx or not numeric."""
+    if len(code) == 3 and code[0] in "245" and (code[1:].isdigit() or code[1:].lower() == "xx"):
         return f"{code[0]}xx"
     return None
 
@@ -241,6 +243,28 @@ def _preferred_source(
     return out, one
 
 
+def one_request_source(
+    res: SelectResult, layout: KeyLayout, metric: MetricDef
+) -> tuple[SelectResult, KeyLayout]:
+    """``MetricDef.request_sources``: per deployment and value set, only the cells of the most preferred
+    source with data there (``source_rank``, ties by name), every status code alike: the gateway's count
+    of a deployment's requests, else Knative's, else the replicas' own, never two of them added. Returns
+    the keys without ``source`` (cells of one source summed)."""
+    dep, at = layout.labels.index("deployment_id"), layout.labels.index("source")
+    best: dict[tuple[str, int], tuple[int, str]] = {}
+    for key, cells in res.items():
+        rank = (metric.source_rank(key[at]), key[at])
+        for i, cell in enumerate(cells):
+            if cell is not None and rank < best.get((key[dep], i), (len(metric.request_sources) + 1, "")):
+                best[(key[dep], i)] = rank
+    kept = {
+        key: [c if c is not None and best[(key[dep], i)][1] == key[at] else None for i, c in enumerate(cells)]
+        for key, cells in res.items()
+    }
+    one = layout.dropping("source")
+    return _sum_groups(kept, layout.project(one)), one
+
+
 _RANK_UNIT = ("deployment_id", "replica", "source")
 """With the data-parallel rank labels, what one engine rank is (``_select``)."""
 
@@ -303,12 +327,15 @@ def _gauge(ctx: _Context, metric: MetricDef) -> Rows | None:
 
 
 def _counter(ctx: _Context, metric: MetricDef) -> Rows | None:
-    layout = KeyLayout(_SCOPE_KEYS[metric.scope], by_label=metric.by_label)
+    scope = ("deployment_id", "source") if metric.request_sources else _SCOPE_KEYS[metric.scope]
+    layout = KeyLayout(scope, by_label=metric.by_label)
     res = _select(ctx, metric, metric.name, Reducer.INCREASE, layout.labels)
     if not res:
         return None
     if metric.scope is Scope.REPLICA:
         res, layout = _preferred_source(res, layout, metric)
+    if metric.request_sources:
+        res, layout = one_request_source(res, layout, metric)
     per_second = metric.per_second
     rows = _by_label_set(
         ctx,
@@ -330,13 +357,14 @@ def _histogram(ctx: _Context, metric: MetricDef) -> Rows | None:
     in a value set take part in it: a bucket layout that another series (or an older version of the same
     one) used elsewhere in the window must not add empty buckets. REPLICA scope (``baseten_llm_*``): one
     source per replica (the native series over an engine's adapted one), for the buckets, ``_sum`` and
-    ``_count`` alike, so always read per view."""
-    name, replica = metric.name + "_bucket", metric.scope is Scope.REPLICA
-    coarse = None if replica else Buckets(_select(ctx, metric, name, Reducer.INCREASE, ("le",)))
+    ``_count`` alike, so always read per view; so are metrics with ``request_sources`` (one source per
+    deployment) whose buckets come from several sources in the window (``_coarse``)."""
+    name = metric.name + "_bucket"
+    coarse = None if metric.scope is Scope.REPLICA else _coarse(ctx, metric, name)
     if coarse is not None and not coarse.bounds:
         return None
     fine: Buckets | None = None
-    by = VIEW if replica else ()
+    by = VIEW if coarse is None else ()
     sums = _select(ctx, metric, metric.name + "_sum", Reducer.INCREASE, by)
     counts = _select(ctx, metric, metric.name + "_count", Reducer.INCREASE, by)
     out: Rows = []
@@ -349,10 +377,22 @@ def _histogram(ctx: _Context, metric: MetricDef) -> Rows | None:
                 if not fine.bounds:
                     return None
             present, keys = fine.merged(i, metric)
+            if coarse is not None:
+                keys = None  # one source (``_coarse``): every view is used, ``_sum`` / ``_count`` read whole
         out.append(
             histogram_row(present, total(sums, i, keys), total(counts, i, keys), len(metric.label_sets))
         )
     return out
+
+
+def _coarse(ctx: _Context, metric: MetricDef, name: str) -> Buckets | None:
+    """The ``_bucket`` series ``name`` grouped by ``le`` (and ``source``, which a metric with
+    ``request_sources`` needs to know), or None when that metric's buckets come from several sources in
+    the window: then one per deployment is read, per view (``histograms.preferred_views``)."""
+    if not metric.request_sources:
+        return Buckets(_select(ctx, metric, name, Reducer.INCREASE, ("le",)))
+    res = _select(ctx, metric, name, Reducer.INCREASE, ("le", "source"))
+    return Buckets(res) if len({key[1] for key in res}) <= 1 else None
 
 
 def _speed_inputs(metric: MetricDef, source: MetricDef) -> list[int]:

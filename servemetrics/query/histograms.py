@@ -54,18 +54,24 @@ class Buckets:
         for key, b in self.bounds.items():
             if (cell := self.res[key][i]) is not None:
                 groups.setdefault(key[1:], []).append((b, cell.total))
-        keys = preferred_views(groups, metric) if metric.sources else None
+        keys = preferred_views(groups, metric) if metric.sources or metric.request_sources else None
         return merge_layouts([g for k, g in groups.items() if keys is None or k in keys]), keys
 
 
 def preferred_views(groups: dict[GroupKey, BucketList], metric: MetricDef) -> set[GroupKey]:
-    """Per replica (``deployment_id``, ``replica``), the view (``VIEW`` key) of its most preferred source
-    with buckets in the value set (``MetricDef.source_rank``, ties by name), as execute's
-    ``_preferred_source`` does for gauges and counters."""
-    best: dict[GroupKey, GroupKey] = {}
-    for key in sorted(groups, key=lambda k: (metric.source_rank(k[2]), k[2])):
-        best.setdefault(key[:2], key)
-    return set(best.values())
+    """Per unit, the views (``VIEW`` keys) of its most preferred source with buckets in the value set
+    (``MetricDef.source_rank``, ties by name), as execute's ``_preferred_source`` and
+    ``one_request_source`` do for gauges and counters. The unit is a replica (``deployment_id``,
+    ``replica``: one view) for ``sources``, a deployment (every replica's view of that source) for
+    ``request_sources``."""
+    width = 1 if metric.request_sources else 2
+    best: dict[GroupKey, tuple[int, str]] = {}
+    for key in groups:
+        rank = (metric.source_rank(key[2]), key[2])
+        unit = key[:width]
+        if unit not in best or rank < best[unit]:
+            best[unit] = rank
+    return {k for k in groups if best[k[:width]][1] == k[2]}
 
 
 def total(res: SelectResult, i: int, keys: set[GroupKey] | None) -> Cell | None:

@@ -32,18 +32,24 @@ class Plan:
     metrics: tuple[MetricDef, ...]
 
 
-def resolve_metrics(names: Sequence[str] | None) -> tuple[MetricDef, ...]:
-    """Catalog entries for ``names`` (the default set when None or empty), order kept, duplicates dropped.
+CustomOf = Callable[[str], MetricDef | None]
+"""A name outside the catalog -> its custom metric's ``MetricDef``, or None (``query.custom``)."""
+
+
+def resolve_metrics(names: Sequence[str] | None, custom_of: CustomOf | None = None) -> tuple[MetricDef, ...]:
+    """Catalog entries for ``names`` (the default set when None or empty), order kept, duplicates dropped;
+    a name outside the catalog is a custom metric when ``custom_of`` gives one.
 
     Raises:
-        UnknownMetricError: naming every unknown name.
+        UnknownMetricError: naming every name that is neither.
     """
-    wanted = [n.strip() for name in (names or ()) for n in name.split(",") if n.strip()]
+    wanted = list(dict.fromkeys(n.strip() for name in (names or ()) for n in name.split(",") if n.strip()))
     wanted = wanted or list(DEFAULT_METRICS)
-    unknown = [n for n in wanted if n not in CATALOG]
+    found = {n: CATALOG.get(n) or (custom_of(n) if custom_of is not None else None) for n in wanted}
+    unknown = [n for n, m in found.items() if m is None]
     if unknown:
         raise UnknownMetricError(unknown)
-    return tuple(CATALOG[n] for n in dict.fromkeys(wanted))
+    return tuple(m for m in found.values() if m is not None)
 
 
 def build_plan(
@@ -54,18 +60,20 @@ def build_plan(
     metric_names: Sequence[str] | None,
     timeline_of: Callable[[int, int], Timeline],
     now_ms: int,
+    custom_of: CustomOf | None = None,
 ) -> Plan:
     """Validate a request and split its window into value sets.
 
     ``timeline_of(start_ms, end_ms)`` gives the serving timeline over ``[start_ms, end_ms)`` (epoch ms)
     of the environment (or ``[(start_ms, {deployment})]`` for one deployment; see ``value_sets``); it is
-    called once, when the window is resolved. ``now_ms`` is now, epoch ms.
+    called once, when the window is resolved. ``now_ms`` is now, epoch ms. ``custom_of``: custom metrics by
+    name (``resolve_metrics``; None: catalog names only).
 
     Raises:
         WindowError: bad window (400).
         UnknownMetricError: unknown metric names (400).
     """
-    metrics = resolve_metrics(metric_names)
+    metrics = resolve_metrics(metric_names, custom_of)
     window = resolve_window(mode, start_ms, end_ms, now_ms)
     timeline = timeline_of(window.start_ms, window.read_end_ms)
     if window.step_s is not None:

@@ -200,3 +200,28 @@ def test_counter_totals_survive_a_restart_of_the_service(tmp_path):
     with TestClient(create_app(config, scrape=False, clock=clock, gateway=False)) as client:
         again = exported(client.get("/metrics", headers=auth(EXPORT)).text)
     assert again == first and first[key(REQ, **DEP, is_async="false", status_code="200")] == 18.0
+
+
+def test_a_deployments_requests_are_exported_from_one_source(serve):
+    # d1: the gateway's 4 requests, and the custom server's own count of them (two handlers) and of 3
+    # sent to it directly: only the gateway's is exported. d3: no gateway, its server's count is.
+    dep = {k: v for k, v in DEP.items() if k not in ("model_id", "environment", "rollout_phase")}
+    server = {**dep, "replica": "r1", "source": "http"}
+    d3 = {"model_id": "m3", "model_name": "whisper", "deployment_id": "d3", "replica": "r9"}
+    store = store_with(
+        series(REQ, [(0, 0), (60, 4)], status_code="200", is_async="false", **dep),
+        series(REQ, [(0, 0), (60, 5)], status_code="2xx", handler="/predict", **server),
+        series(REQ, [(0, 0), (60, 2)], status_code="2xx", handler="/v1/chat", **server),
+        series(REQ, [(0, 0), (60, 1)], status_code="5xx", handler="/predict", **server),
+        series(REQ, [(0, 0), (60, 3)], status_code="2xx", handler="/a", source="http", **d3),
+        series(REQ, [(0, 0), (60, 4)], status_code="2xx", handler="/b", source="http", **d3),
+    )
+    client = serve(declarations(), clock=Clock(at(120)), store=store, gateway=False)
+    got = {
+        k: v for k, v in exported(client.get("/metrics", headers=auth(EXPORT)).text).items() if k[0] == REQ
+    }
+    d3_labels = {**DEP, "model_id": "m3", "model_name": "whisper", "deployment_id": "d3", "replica": "r9"}
+    assert got == {
+        key(REQ, **DEP, is_async="false", status_code="200"): 4.0,
+        key(REQ, **d3_labels, status_code="2xx"): 7.0,  # its two handlers summed
+    }

@@ -46,7 +46,8 @@ EXPECTED_COUNTS = {
     "sglang_docs_production_metrics_sample.prom": 139,  # 91 + 48 baseten_llm_*: tokens, requests, TTFT, TPOT
     "sglang_dp_ranks_issue_excerpt.prom": 9,
     "sglang_engine_type_label_pr_excerpt.prom": 16,  # 15 + running requests as baseten_llm_num_requests
-    "triton_trtllm_backend_readme_sample.prom": 5,  # the two detection markers only (4 + 1 series)
+    # the two detection markers (4 + 1 series), success and failure as baseten_inference_requests_total
+    "triton_trtllm_backend_readme_sample.prom": 7,
     "vllm_v0_aibrix_runtime_docs_sample.prom": 33,  # 29 + tokens, running, waiting as baseten_llm_*
     "vllm_v1_0.10_engine_label_issue_excerpt.prom": 3,
     "vllm_v1_docs_design_sample.prom": 25,  # 14 + 11 baseten_llm_*: tokens, running, TTFT 8 buckets, count
@@ -316,11 +317,16 @@ def test_c9_renamed_engine_metric_stays_one_series() -> None:
 
 
 def test_unknown_metrics_are_dropped() -> None:
-    # Triton: only the engine-detection markers are kept (ingest.adapters.engines.MARKERS), as they are
-    # with source="triton"; its other 21 series (memory, KV blocks, durations ...) are dropped
+    # Triton: the engine-detection markers are kept (ingest.adapters.engines.MARKERS), as they are
+    # with source="triton", and its request counters become the request metric (adapters.custom_servers);
+    # its other 19 series (memory, KV blocks, durations ...) are dropped (no custom_limit: not kept)
     out = adapted("triton_trtllm_backend_readme_sample.prom")
-    kept = sorted((s.name, labels(s).get("request_type", ""), s.value) for s in out)
+    kept = sorted(
+        (s.name, labels(s).get("request_type", labels(s).get("status_code", "")), s.value) for s in out
+    )
     assert kept == [
+        ("baseten_inference_requests_total", "200", 0.0),
+        ("baseten_inference_requests_total", "500", 0.0),
         ("nv_inference_request_success", "", 0.0),
         ("nv_trt_llm_request_metrics", "active", 0.0),
         ("nv_trt_llm_request_metrics", "context", 1.0),

@@ -17,6 +17,7 @@ def test_defaults() -> None:
         "label_limit": 64,
         "label_name_length_limit": 1024,
         "label_value_length_limit": 16384,
+        "custom_series_limit": 1000,
     }
     assert ScrapeLimits(**config.scrape_limits()) == ScrapeLimits()
     limits = config.limits

@@ -17,6 +17,7 @@ from servemetrics.api.deps import ReadModel, RegistryDep, ServiceDep, resolve_de
 from servemetrics.api.params import reject_unknown_params
 from servemetrics.api.schemas import MetricsResponse, metrics_response
 from servemetrics.api.service import Service
+from servemetrics.query.custom import custom_metric
 from servemetrics.query.execute import execute
 from servemetrics.query.plan import build_plan
 from servemetrics.query.windows import Mode
@@ -70,7 +71,14 @@ def _answer(
 ) -> MetricsResponse:
     """The metrics body; a bad window or metric name raises (400 by ``install_error_handlers``)."""
     plan = build_plan(
-        model_id, p.mode, p.start_epoch_millis, p.end_epoch_millis, p.metrics, timeline_of, service.clock()
+        model_id,
+        p.mode,
+        p.start_epoch_millis,
+        p.end_epoch_millis,
+        p.metrics,
+        timeline_of,
+        service.clock(),
+        lambda name: custom_metric(service.store, model_id, name),
     )
     started = time.perf_counter()
     result = execute(plan, service.store)

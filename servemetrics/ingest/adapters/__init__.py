@@ -4,7 +4,9 @@
 it is not a per-source dispatch: ``adapt`` applies every source's rules, indexed by sample name, to one
 scrape (or one backfill batch). Samples no rule maps are dropped, except engine metrics (``vllm:``,
 ``sglang:``), which are kept under their own names, also when a rule adapts them to another name
-(``llm``: the ``baseten_llm_*`` set); an old engine name (``engines.ALIASES``) is kept only under the new.
+(``llm``: the ``baseten_llm_*`` set); an old engine name (``engines.ALIASES``) is kept only under the new;
+and, in a scrape of a replica's target, custom metrics (``custom``: kept under their own names with
+``source="custom"``, up to a limit per scrape).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from collections.abc import Iterable, Mapping
 
 from servemetrics.ingest.adapters import (
     cadvisor,
+    custom_servers,
     dcgm,
     engines,
     knative,
@@ -24,6 +27,7 @@ from servemetrics.ingest.adapters import (
     passthrough,
     process,
 )
+from servemetrics.ingest.adapters.custom import CustomSeries
 from servemetrics.ingest.adapters.rules import LabelMatch, Rule
 from servemetrics.samples import Sample
 from servemetrics.types import Labels, Millis, SeriesKey, labels_of
@@ -37,6 +41,7 @@ ADAPTERS: dict[str, tuple[Rule, ...]] = {
     "kube_state": kube_state.RULES,
     "process": process.RULES,
     "knative": knative.RULES,
+    "custom_servers": custom_servers.RULES,
     "engines": engines.RULES,
     "llm": llm.RULES,
     "kubelet_summary": kubelet_summary.RULES,
@@ -77,14 +82,15 @@ def _engine_rules(name: str) -> tuple[Rule, ...]:
     return (rule,) if rule is not None else ()
 
 
-def adapt(samples: Iterable[Sample], target_labels: Mapping[str, str]) -> list[Sample]:
-    """Map source samples to canonical samples and attach ``target_labels``.
+def adapt(samples: Iterable[Sample], target_labels: Mapping[str, str], custom_limit: int = 0) -> list[Sample]:
+    """Map source samples to canonical samples and attach ``target_labels``; with ``custom_limit`` > 0
+    keep up to that many unmapped series as custom metrics (``custom.CustomSeries``).
 
     When two rules produce the same canonical series at the same timestamp (DCGM DEV vs PROF
     utilisation, an engine's old and new name), the rule with the higher priority wins, never a
     sum; at equal priority the first sample wins. Output order follows the input order.
     """
-    adapted = Adapted(target_labels)
+    adapted = Adapted(target_labels, custom_limit)
     adapted.add(samples)
     return adapted.samples
 
@@ -95,13 +101,19 @@ class Adapted:
     ``adapt`` of all of them so far returns. It never gets shorter (a later sample of a higher priority
     replaces one in place), so a count over a limit stays over it.
 
+    Args:
+        target_labels: the registry labels attached to every sample.
+        custom_limit: custom series kept at most (``custom.CustomSeries``; 0: none, the default).
+
     Attributes:
         samples: the canonical samples so far.
         fed: the source samples added so far.
+        custom: the custom series of the scrape: ``custom.dropped`` counts those not kept, by reason.
     """
 
-    def __init__(self, target_labels: Mapping[str, str]) -> None:
+    def __init__(self, target_labels: Mapping[str, str], custom_limit: int = 0) -> None:
         self._extra = {k: v for k, v in target_labels.items() if v}
+        self.custom = CustomSeries(custom_limit)
         self.samples: list[Sample] = []
         self.fed = 0
         self._best: dict[tuple[str, Labels, Millis], tuple[int, int]] = {}
@@ -109,13 +121,13 @@ class Adapted:
 
     def add(self, samples: Iterable[Sample]) -> None:
         """Adapt the next source samples (``adapt``'s rules)."""
-        extra, out, best, plans = self._extra, self.samples, self._best, self._plans
+        extra, out, best, plans, custom = self._extra, self.samples, self._best, self._plans, self.custom
         fed = 0
         for s in samples:
             fed += 1
             plan = plans.get((s.name, s.labels))
             if plan is None:
-                plan = plans[(s.name, s.labels)] = _plan(s, extra)
+                plan = plans[(s.name, s.labels)] = _plan(s, extra, custom)
             for rule, labels in plan:
                 key = (rule.target, labels, s.ts_ms)
                 value = s.value / rule.divisor if rule.divisor != 1.0 else s.value
@@ -129,11 +141,15 @@ class Adapted:
         self.fed += fed
 
 
-def _plan(sample: Sample, extra: dict[str, str]) -> list[tuple[Rule, Labels]]:
-    """The rules that apply to one source series, each with its canonical label set."""
+def _plan(sample: Sample, extra: dict[str, str], custom: CustomSeries) -> list[tuple[Rule, Labels]]:
+    """The rules that apply to one source series, each with its canonical label set; a series no rule
+    names is a custom series (kept or not by ``custom``)."""
     rules = rules_for(sample.name)
     if not rules:
-        return []
+        keep = custom.rule(sample.name, sample.labels)
+        if keep is None:
+            return []
+        rules = (keep,)
     source_labels = dict(sample.labels)
     plan = []
     for rule in rules:

@@ -60,6 +60,9 @@ class Rule:
             series that become one canonical name and must add up (vLLM's running and waiting requests
             as ``baseten_llm_num_requests{state=...}``), where the same labels would make one replace
             the other (``priority``).
+        rename: with ``labels=None`` (every label kept), source labels kept under another name,
+            ``(source, canonical)`` pairs (a custom server's ``status`` -> ``status_code``); the rule's
+            ``where`` should require the canonical name absent, so the rename never overwrites a label.
     """
 
     match: str
@@ -73,6 +76,7 @@ class Rule:
     le_bounds: tuple[float, ...] = ()
     preference: int = 0
     constant: tuple[tuple[str, str], ...] = ()
+    rename: tuple[tuple[str, str], ...] = ()
 
     def applies(self, labels: dict[str, str]) -> bool:
         """True when every ``where`` matcher holds for ``labels``."""
@@ -82,6 +86,9 @@ class Rule:
         """The canonical labels of a source series (empty values dropped, ``le`` rescaled)."""
         if self.labels is None:
             out = dict(labels)
+            for src, dst in self.rename:
+                if src in out:
+                    out[dst] = out.pop(src)
         else:
             out = {dst: labels[src] for src, dst in self.labels.items() if labels.get(src)}
         if "le" in out and self.le_divisor != 1.0 and out["le"] != "+Inf":
