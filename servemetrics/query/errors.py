@@ -27,3 +27,8 @@ class UnknownMetricError(ValueError):
             + ", ".join(platform)
             + ", and the engine metrics vllm:* and sglang:* listed in docs/catalog.md"
         )
+
+
+class SplitError(ValueError):
+    """A ``group_by`` that does not apply to a requested metric (the API answers 400 naming the metric
+    and the ``group_by`` values it accepts; rules in ``catalog.splits``)."""
