@@ -5,7 +5,8 @@
 // "r1 2xx" ("r1 GPU 0", "d2 p50"). Readable with many parts: the TOP_N parts with the most (the sum of
 // their values over the window) are drawn, the rest become one "other (k)" line per label set: their
 // sum for a sum-aggregated metric (so the lines still add up to the unsplit graph), their mean for a mean
-// metric and for quantiles / avg ("other (k, mean)"), which do not add.
+// metric and for quantiles / avg ("other (k, mean)"), which do not add. Lines that are 0 or null in every
+// step (a replica's 4xx and 5xx without errors) are left out, unless every line is.
 
 import { panelData } from "./series.js";
 
@@ -101,5 +102,7 @@ export function splitData(panel, answer, split, topN = TOP_N) {
     lines.push({ ...first, part: "other", name, other: true });
     ys.push(combine(idx.map((i) => all.ys[i]), sum));
   }
-  return { x: all.x, lines, ys };
+  const keep = ys.map((y) => y.some((v) => v !== null && v !== 0));
+  if (!keep.some(Boolean)) return { x: all.x, lines, ys };
+  return { x: all.x, lines: lines.filter((_, i) => keep[i]), ys: ys.filter((_, i) => keep[i]) };
 }
