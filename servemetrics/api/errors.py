@@ -2,8 +2,8 @@
 
 ``install_error_handlers`` maps ``ApiError`` (any status, ``retry_after`` for 429), request validation
 (400), the registry's ``NotFound`` (404), ``Conflict`` (409) and ``InvalidValue`` (400), the query's
-``WindowError``, ``UnknownMetricError`` and ``NotHistogramError`` (400), the network policy's ``Refused``
-(400) and ``StoreUnavailableError`` (503), so routes raise and never catch to translate.
+``WindowError``, ``UnknownMetricError``, ``SplitError`` and ``NotHistogramError`` (400), the network
+policy's ``Refused`` (400) and ``StoreUnavailableError`` (503), so routes raise and never catch to translate.
 
 Status codes (DESIGN "Errors, auth, tenancy"): 400 bad input, 401 no or bad key, 403 a key that may not
 do this, 404 no such model / deployment / environment (including another organization's), 409 conflict,
@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from servemetrics.gateway.errors import error_response
 from servemetrics.netpolicy import Refused
 from servemetrics.query.bounds import NotHistogramError
-from servemetrics.query.errors import UnknownMetricError, WindowError
+from servemetrics.query.errors import SplitError, UnknownMetricError, WindowError
 from servemetrics.registry import Conflict, InvalidValue, NotFound
 from servemetrics.store.errors import StoreUnavailableError
 
@@ -113,6 +113,7 @@ STATUS_OF: dict[type[Exception], int] = {
     InvalidValue: 400,
     WindowError: 400,
     UnknownMetricError: 400,
+    SplitError: 400,
     NotHistogramError: 400,
     Refused: 400,
 }

@@ -28,3 +28,8 @@ class UnknownMetricError(ValueError):
             + ", the engine metrics vllm:* and sglang:* listed in docs/catalog.md, and the custom metrics "
             + 'the model\'s replicas expose (docs/ingest.md "Custom metrics")'
         )
+
+
+class SplitError(ValueError):
+    """A ``group_by`` that does not apply to a requested metric (the API answers 400 naming the metric
+    and the ``group_by`` values it accepts; rules in ``catalog.splits``)."""

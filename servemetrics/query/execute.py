@@ -23,6 +23,9 @@ Recipes (DESIGN "Query semantics"; the store evaluates the per-series part, this
   serving deployments was up (``up`` == 1) but no sample of the metric exists reads 0 (counters) or
   ``null`` quantiles (histograms: no observations). A label set missing while others have data reads 0.
 - A metric with no data in any value set is omitted from the response.
+- ``Plan.group_by`` (drill-down, our extension; ``query.drilldown``): the recipe runs once per part
+  present in the window (replica, GPU, deployment, exact status code), on that part's series alone
+  (``_split``); the label sets then lead with the part's labels.
 """
 
 from __future__ import annotations
@@ -34,10 +37,12 @@ from dataclasses import dataclass, field
 from servemetrics.catalog import CATALOG
 from servemetrics.catalog.model import Aggregation, Formula, Kind, MetricDef, Scope, Unit
 from servemetrics.labels import PHASE_LABELS, UP
+from servemetrics.query import drilldown
 from servemetrics.query.histograms import VIEW, Buckets, histogram_row, total
 from servemetrics.query.plan import Plan
 from servemetrics.query.windows import CURRENT_LOOKBACK_MS, Mode
 from servemetrics.store.base import Cell, GroupKey, Reducer, Selection, SelectResult, Store
+from servemetrics.types import Matchers
 
 Rows = list[list[float | None]]
 """A recipe's answer: per value set, one value per label set of the metric (None: no value)."""
@@ -132,8 +137,12 @@ class _Context:
     plan: Plan
     store: Store
     live_cache: list[bool] | None = field(default=None)
+    part: Matchers = ()
+    """Drill-down: the matchers of the part being answered (``_split``); () for the whole."""
 
-    def select(self, name: str, reducer: Reducer, group_by: tuple[str, ...] = ()) -> SelectResult:
+    def select(
+        self, name: str, reducer: Reducer, group_by: tuple[str, ...] = (), part: Matchers | None = None
+    ) -> SelectResult:
         lookback = CURRENT_LOOKBACK_MS if reducer is Reducer.LAST else Selection.lookback_ms
         return self.store.select(
             Selection(
@@ -141,15 +150,17 @@ class _Context:
                 reducer=reducer,
                 value_sets=self.plan.value_sets,
                 group_by=group_by,
-                matchers=(("model_id", self.plan.model_id),),
+                matchers=(("model_id", self.plan.model_id), *(self.part if part is None else part)),
                 lookback_ms=lookback,
             )
         )
 
     def live(self) -> list[bool]:
-        """Per value set: was any target of the serving deployments up?"""
+        """Per value set: was any target of the serving deployments (of the part's replica or
+        deployment, when split) up?"""
         if self.live_cache is None:
-            cells = self.select(UP, Reducer.MEAN).get((), [None] * len(self.plan.value_sets))
+            part = tuple((k, v) for k, v in self.part if k in drilldown.LIVE_LABELS)
+            cells = self.select(UP, Reducer.MEAN, part=part).get((), [None] * len(self.plan.value_sets))
             self.live_cache = [c is not None and c.total > 0 for c in cells]
         return self.live_cache
 
@@ -449,6 +460,30 @@ def _finite(v: float | None) -> float | None:
     return v if v is None or math.isfinite(v) else None
 
 
+def _answer(ctx: _Context, metric: MetricDef) -> Rows | None:
+    return (_derived if metric.derived else _RECIPES[metric.kind])(ctx, metric)
+
+
+def _split(ctx: _Context, metric: MetricDef) -> tuple[tuple[dict[str, str], ...], Rows] | None:
+    """Drill-down: the label sets and rows of ``metric`` split by ``plan.group_by``, one run of its
+    recipe per part present in the window, each on the part's series alone; parts side by side."""
+    split = ctx.plan.group_by
+    assert split is not None
+    name, reducer = drilldown.probe(metric, ctx.plan.mode is Mode.CURRENT)
+    found = ctx.select(name, reducer, drilldown.split_labels(split))
+    label_sets: list[dict[str, str]] = []
+    parts: list[Rows] = []
+    one = drilldown.part_metric(metric, split)
+    for key in drilldown.present_parts(found):
+        rows = _answer(_Context(ctx.plan, ctx.store, part=drilldown.part_matchers(split, key)), one)
+        if rows is not None and any(v is not None for row in rows for v in row):
+            label_sets.extend(drilldown.part_label_sets(metric, split, key))
+            parts.append(rows)
+    if not parts:
+        return None
+    return tuple(label_sets), [[v for p in parts for v in p[i]] for i in range(len(ctx.plan.value_sets))]
+
+
 def execute(plan: Plan, store: Store) -> MetricsResult:
     """Answer ``plan`` from ``store``: the metrics with data, in the plan's order, and per value set their
     values (inf and NaN read None). The rules are in the module docstring; ``api.schemas`` turns the result
@@ -457,10 +492,14 @@ def execute(plan: Plan, store: Store) -> MetricsResult:
     descriptors: list[Descriptor] = []
     columns: list[Rows] = []
     for metric in plan.metrics:
-        rows = (_derived if metric.derived else _RECIPES[metric.kind])(ctx, metric)
+        label_sets, rows = metric.label_sets, None
+        if plan.group_by is None:
+            rows = _answer(ctx, metric)
+        elif (got := _split(ctx, metric)) is not None:
+            label_sets, rows = got
         if rows is None:
             continue
-        descriptors.append(Descriptor(metric.name, metric.unit, metric.kind, metric.label_sets))
+        descriptors.append(Descriptor(metric.name, metric.unit, metric.kind, label_sets))
         columns.append(rows)
     value_rows = tuple(
         ValueRow(vs.start_ms, tuple(tuple(_finite(v) for v in col[i]) for col in columns))

@@ -6,6 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from servemetrics.catalog import CATALOG, DEFAULT_METRICS, MetricDef
+from servemetrics.catalog.splits import Split
+from servemetrics.query.drilldown import check_split
 from servemetrics.query.errors import UnknownMetricError
 from servemetrics.query.value_sets import serving_at, split_series, whole_window
 from servemetrics.query.windows import Mode, Window, resolve_window
@@ -23,6 +25,7 @@ class Plan:
         window: the resolved window (epoch ms) and SERIES step.
         value_sets: the value sets, in time order, each with the deployments serving during it.
         metrics: catalog entries to answer, in the requested order (duplicates removed).
+        group_by: the drill-down split (our extension, ``catalog.splits``); None: the spec's answer.
     """
 
     model_id: str
@@ -30,6 +33,7 @@ class Plan:
     window: Window
     value_sets: tuple[ValueSet, ...]
     metrics: tuple[MetricDef, ...]
+    group_by: Split | None = None
 
 
 CustomOf = Callable[[str], MetricDef | None]
@@ -61,19 +65,23 @@ def build_plan(
     timeline_of: Callable[[int, int], Timeline],
     now_ms: int,
     custom_of: CustomOf | None = None,
+    group_by: Split | None = None,
 ) -> Plan:
     """Validate a request and split its window into value sets.
 
     ``timeline_of(start_ms, end_ms)`` gives the serving timeline over ``[start_ms, end_ms)`` (epoch ms)
     of the environment (or ``[(start_ms, {deployment})]`` for one deployment; see ``value_sets``); it is
     called once, when the window is resolved. ``now_ms`` is now, epoch ms. ``custom_of``: custom metrics by
-    name (``resolve_metrics``; None: catalog names only).
+    name (``resolve_metrics``; None: catalog names only). ``group_by`` splits every metric
+    (docs/query-semantics.md "Drill-down").
 
     Raises:
         WindowError: bad window (400).
         UnknownMetricError: unknown metric names (400).
+        SplitError: a ``group_by`` that a requested metric does not accept (400).
     """
     metrics = resolve_metrics(metric_names, custom_of)
+    check_split(metrics, group_by)
     window = resolve_window(mode, start_ms, end_ms, now_ms)
     timeline = timeline_of(window.start_ms, window.read_end_ms)
     if window.step_s is not None:
@@ -83,4 +91,4 @@ def build_plan(
         value_sets = [ValueSet(window.start_ms, window.read_end_ms, serving_at(timeline, window.end_ms))]
     else:
         value_sets = whole_window(window.start_ms, window.end_ms, timeline)
-    return Plan(model_id, mode, window, tuple(value_sets), metrics)
+    return Plan(model_id, mode, window, tuple(value_sets), metrics, group_by)

@@ -140,6 +140,7 @@ def test_catalog_lists_every_metric_in_order_with_graph_fields(client, shared_di
         "default_visible": True,
         "group": "",
         "engines": [],
+        "group_by": ["deployment"],
     }
     assert by_name["baseten_inference_requests_total"]["label_sets"] == [
         {"status": "2xx"},

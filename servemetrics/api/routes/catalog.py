@@ -20,6 +20,7 @@ from servemetrics.api.errors import bad_request
 from servemetrics.api.params import reject_unknown_params
 from servemetrics.catalog import CATALOG, Kind, MetricDef
 from servemetrics.catalog.detection import engines_of
+from servemetrics.catalog.splits import splits_of
 from servemetrics.query.bounds import histogram_bounds, histogram_names
 from servemetrics.registry.events import EVENT_KINDS, EVENT_TITLES
 
@@ -29,7 +30,8 @@ router = APIRouter(tags=["dashboard"])
 def metric_entry(m: MetricDef) -> dict[str, Any]:
     """One catalog row as JSON: the spec's descriptor fields plus aggregation, help and graph fields
     (``group``: the dashboard's group, "" for the platform's; ``engines``: the detected engines that make
-    it apply, ``[]`` = every deployment; ``catalog.detection``)."""
+    it apply, ``[]`` = every deployment; ``catalog.detection``; ``group_by``: the drill-down splits the
+    metrics endpoints accept for it, ``catalog.splits``)."""
     return {
         "name": m.name,
         "kind": m.kind.value,
@@ -42,6 +44,7 @@ def metric_entry(m: MetricDef) -> dict[str, Any]:
         "default_visible": m.default_visible,
         "group": m.group,
         "engines": list(engines_of(m.name)),
+        "group_by": [s.value for s in splits_of(m)],
     }
 
 

@@ -64,13 +64,15 @@ export function createClient(key) {
     engines: (model, scope) =>
       get(`${m(model)}/engines`, scope.type === "environment" ? { environment: scope.id } : { deployment_id: scope.id }),
     // scope: {type: "environment" | "deployment", id}
-    metrics: (model, scope, start, end, metrics) => {
+    // groupBy: a drill-down split (replica, gpu, deployment, status_code; our extension) or undefined
+    metrics: (model, scope, start, end, metrics, groupBy) => {
       const part = scope.type === "environment" ? "environments" : "deployments";
       return get(`${m(model)}/${part}/${encodeURIComponent(scope.id)}/metrics`, {
         mode: "SERIES",
         start_epoch_millis: start,
         end_epoch_millis: end,
         metrics,
+        group_by: groupBy,
       });
     },
     gpuUsage: (start, end, groupBy, gpuTypes) =>

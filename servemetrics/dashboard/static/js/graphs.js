@@ -1,9 +1,11 @@
 // One uPlot chart per panel: lines for each label set, gaps where the API returned null (spanGaps off),
 // a dot for a lone value between gaps (a line needs two points: uPlot's points filter draws it),
 // a crosshair synced across every graph, live legend values at the hovered time, units on the axis, and
-// "≥ bound" for a quantile clamped at its histogram's highest finite bucket bound.
+// "≥ bound" for a quantile clamped at its histogram's highest finite bucket bound; a "Split by" select
+// in the header when the panel's metrics accept a drill-down split (split.js).
 
 import { axisTicks, axisUnit, formatTime, formatValue, unitOf } from "./format.js";
+import { SPLITS } from "./split.js";
 
 export const PALETTE = ["#2563eb", "#16a34a", "#d97706", "#dc2626", "#7c3aed", "#0891b2", "#db2777", "#65a30d"];
 const NAMED = { "2xx": "#16a34a", "4xx": "#d97706", "5xx": "#dc2626", avg: "#6b7280" };
@@ -60,7 +62,23 @@ function unitIncrs(unit) {
   return unit.type === "bytes" || unit.type === "mebibytes" ? POW2 : undefined;
 }
 
-function card(panel, unit) {
+// split: {options: ["replica", ...], value: "" | option, onChange(value)} -> the header's select, or null.
+function splitSelect(panel, split) {
+  if (!split || !split.options.length) return null;
+  const label = document.createElement("label");
+  label.className = "split";
+  label.textContent = "Split by ";
+  const select = document.createElement("select");
+  select.className = "split-by";
+  select.setAttribute("aria-label", `Split ${panel.title} by`);
+  select.append(new Option("None", ""), ...split.options.map((o) => new Option(SPLITS[o], o)));
+  select.value = split.value || "";
+  select.addEventListener("change", () => split.onChange(select.value));
+  label.append(select);
+  return label;
+}
+
+function card(panel, unit, split) {
   const section = document.createElement("section");
   section.className = "graph card";
   section.dataset.panel = panel.id;
@@ -72,7 +90,7 @@ function card(panel, unit) {
   const caption = document.createElement("span");
   caption.className = "unit";
   caption.textContent = unit.label;
-  header.append(h, caption);
+  header.append(h, ...[splitSelect(panel, split)].filter(Boolean), caption);
   const chart = document.createElement("div");
   chart.className = "chart";
   chart.setAttribute("role", "img");
@@ -81,10 +99,10 @@ function card(panel, unit) {
   return { section, chart, caption };
 }
 
-// -> {section, update(data, ctx), destroy()}; ctx: {stepSeconds, bounds, start, end, plugins, onDraw}
+// -> {section, update(data, ctx), destroy()}; ctx: {stepSeconds, bounds, start, end, plugins, onDraw, split}
 export function createGraph(parent, panel, data, ctx) {
   let unit = unitOf(data.lines[0].metric, ctx.stepSeconds);
-  const { section, chart, caption } = card(panel, unit);
+  const { section, chart, caption } = card(panel, unit, ctx.split);
   parent.append(section);
   const describe = () =>
     chart.setAttribute("aria-label", `${panel.title} (${unit.label}): ${data.lines.map((l) => l.name).join(", ")}`);

@@ -6,6 +6,8 @@
 // then "Engine", "LLM", each under its heading), in the layout's order inside a group.
 // When every visible graph has drawn, #graphs gets data-render-state="done" and the page sets the
 // performance mark "servemetrics:graphs-drawn" (the browser tests and bench/dashboard_bench.py wait for it).
+// A graph split by replica / GPU / deployment / status code ("Split by", split.js) is fetched by a SERIES
+// call of its own with group_by, beside the main one.
 
 import { checkRow } from "./checks.js";
 import { createCustomize } from "./customize.js";
@@ -16,6 +18,7 @@ import { writeHash } from "./hash.js";
 import { buildPanels, byGroup, panelApplies, resolveLayout, toSaved } from "./panels.js";
 import { defaultCustom, windowOf } from "./range.js";
 import { nonNullCount, panelData } from "./series.js";
+import { splitData, splitOptions } from "./split.js";
 import * as storage from "./storage.js";
 
 const REFRESH_MS = 30_000;
@@ -58,6 +61,8 @@ export function createMetricsPage({ getClient, onError }) {
     kinds: null,
     renders: 0,
     engines: null, // Set of the engines detected for the scope; null until asked
+    splits: new Map(), // panel id -> its "Split by" choice (none: not in the map)
+    splitAnswers: new Map(), // panel id -> the group_by answer of its metrics
   };
   const overlay = createOverlay($("tooltip"));
   const customize = createCustomize($("customize"), {
@@ -246,13 +251,15 @@ export function createMetricsPage({ getClient, onError }) {
       const names = visibleMetricNames();
       const hist = names.filter((n) => s.catalog.metrics.find((m) => m.name === n)?.kind === "HISTOGRAM");
       const missingBounds = hist.filter((n) => !(n in s.bounds));
-      const [answer, bounds, events, engines] = await Promise.all([
+      const [answer, bounds, events, engines, splitAnswers] = await Promise.all([
         names.length ? client.metrics(s.model, s.scope, win.start, win.end, names) : null,
         missingBounds.length ? client.histogramBounds(s.model, missingBounds) : { bounds: {} },
         fetchEvents(client, win),
         enginesCall,
+        fetchSplits(client, win),
       ]);
       if (seq !== s.seq) return;
+      s.splitAnswers = splitAnswers;
       showError("");
       for (const n of missingBounds) s.bounds[n] = bounds.bounds?.[n] ?? null;
       s.answer = answer || emptyAnswer(win);
@@ -271,6 +278,27 @@ export function createMetricsPage({ getClient, onError }) {
       setStatus("");
       onError(err, showError);
     }
+  }
+
+  // -> Map(panel id -> answer) of the visible split graphs: one group_by call per graph.
+  async function fetchSplits(client, win) {
+    const split = visiblePanels().filter((p) => s.splits.has(p.id));
+    const names = (p) => p.metrics.map((m) => m.name);
+    const answers = await Promise.all(
+      split.map((p) => client.metrics(s.model, s.scope, win.start, win.end, names(p), s.splits.get(p.id))),
+    );
+    return new Map(split.map((p, i) => [p.id, answers[i]]));
+  }
+
+  function setSplit(panelId, value) {
+    if (value) s.splits.set(panelId, value);
+    else s.splits.delete(panelId);
+    load();
+  }
+
+  function dataOf(panel, answer) {
+    const split = s.splitAnswers.get(panel.id);
+    return split && s.splits.has(panel.id) ? splitData(panel, split, s.splits.get(panel.id)) : panelData(panel, answer);
   }
 
   function emptyAnswer(win) {
@@ -314,7 +342,7 @@ export function createMetricsPage({ getClient, onError }) {
     const step = a.step_seconds;
     const shown = [];
     for (const panel of visiblePanels()) {
-      const data = panelData(panel, a);
+      const data = dataOf(panel, a);
       if (data.lines.length) shown.push({ panel, data });
     }
     const withData = shown.filter(({ data }) => nonNullCount(data.ys) > 0);
@@ -348,7 +376,8 @@ export function createMetricsPage({ getClient, onError }) {
     for (const { panel, data } of shown) {
       if (panel.group && panel.group !== group) el.graphs.append(groupHeading(panel.group));
       group = panel.group;
-      s.graphs.set(panel.id, createGraph(el.graphs, panel, data, { ...ctx(), plugins: [overlay.plugin()] }));
+      const split = { options: splitOptions(panel), value: s.splits.get(panel.id), onChange: (v) => setSplit(panel.id, v) };
+      s.graphs.set(panel.id, createGraph(el.graphs, panel, data, { ...ctx(), split, plugins: [overlay.plugin()] }));
     }
   }
 
