@@ -60,7 +60,7 @@ class Buckets:
 
 def preferred_views(groups: dict[GroupKey, BucketList], metric: MetricDef) -> set[GroupKey]:
     """Per unit, the views (``VIEW`` keys) of its most preferred source with buckets in the value set
-    (``MetricDef.source_rank``, ties by name), as execute's ``_preferred_source`` and
+    (``MetricDef.source_rank``, ties by name), as ``series_keys.preferred_source`` and
     ``one_request_source`` do for gauges and counters. The unit is a replica (``deployment_id``,
     ``replica``: one view) for ``sources``, a deployment (every replica's view of that source) for
     ``request_sources``."""

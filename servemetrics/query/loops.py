@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from servemetrics.catalog.metrics import CATALOG
 from servemetrics.catalog.trainer import EPHEMERAL_AVAILABLE, EPHEMERAL_CAPACITY, EPHEMERAL_USED
 from servemetrics.labels import UP
-from servemetrics.query.execute import status_class
 from servemetrics.query.loops_plan import LoopsNode, LoopsPlan
 from servemetrics.query.quantiles import bucket_quantile, parse_le
+from servemetrics.query.series_keys import status_class
 from servemetrics.store.base import Cell, Reducer, Selection, SelectResult, Store
 from servemetrics.types import Matchers
 

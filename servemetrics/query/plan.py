@@ -64,8 +64,8 @@ def build_plan(
     metric_names: Sequence[str] | None,
     timeline_of: Callable[[int, int], Timeline],
     now_ms: int,
-    custom_of: CustomOf | None = None,
     group_by: Split | None = None,
+    custom_of: CustomOf | None = None,
 ) -> Plan:
     """Validate a request and split its window into value sets.
 

@@ -58,7 +58,7 @@ def test_answers_summed_across_series() -> None:
             names,
             lambda _s, _e: [(at(-86400), D1)],
             at(60),
-            lambda n: custom_metric(s, "m1", n),
+            custom_of=lambda n: custom_metric(s, "m1", n),
         )
         return execute(plan, s)
 

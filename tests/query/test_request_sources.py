@@ -9,7 +9,7 @@ import pytest
 from servemetrics.catalog import CATALOG
 from servemetrics.catalog.metrics import REQUEST_SOURCES
 from servemetrics.ingest.adapters import ADAPTERS
-from servemetrics.query.execute import status_class
+from servemetrics.query.series_keys import status_class
 from servemetrics.query.windows import Mode
 from tests.query.helpers import at, series, store_with
 from tests.query.test_execute import E2E, REQ, run, values_of

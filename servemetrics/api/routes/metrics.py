@@ -92,8 +92,8 @@ def _answer(
         p.metrics,
         timeline_of,
         service.clock(),
-        lambda name: custom_metric(service.store, model_id, name),
-        p.group_by,
+        group_by=p.group_by,
+        custom_of=lambda name: custom_metric(service.store, model_id, name),
     )
     started = time.perf_counter()
     result = execute(plan, service.store)
