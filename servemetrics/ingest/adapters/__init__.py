@@ -16,6 +16,7 @@ from servemetrics.ingest.adapters import (
     cadvisor,
     dcgm,
     engines,
+    inference_time,
     knative,
     kube_state,
     kubelet_summary,
@@ -39,6 +40,7 @@ ADAPTERS: dict[str, tuple[Rule, ...]] = {
     "knative": knative.RULES,
     "engines": engines.RULES,
     "llm": llm.RULES,
+    "inference_time": inference_time.RULES,
     "kubelet_summary": kubelet_summary.RULES,
     "node_exporter": node_exporter.RULES,
 }
