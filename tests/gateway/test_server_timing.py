@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from servemetrics.api.service import gateway_options_of
+from servemetrics.config import ConfigError, parse_config
 from servemetrics.gateway.server_timing import duration_s, entries
 
 
@@ -76,3 +78,16 @@ def test_a_malformed_entry_does_not_hide_the_next():
 
 def test_no_header_is_none():
     assert duration_s([(b"content-type", b"text/plain")], "inference") is None
+
+
+def test_the_config_key_names_the_entry_and_refuses_what_is_not_a_name():
+    assert gateway_options_of(parse_config({})).server_timing_metric == "inference"
+    chosen = parse_config({"gateway": {"server_timing_metric": "model-run"}})
+    assert gateway_options_of(chosen).server_timing_metric == "model-run"
+    assert (
+        gateway_options_of(parse_config({"gateway": {"server_timing_metric": ""}})).server_timing_metric == ""
+    )
+    for bad in ("model run", "a;dur=1", 'q"', "a,b"):
+        with pytest.raises(ConfigError) as err:
+            parse_config({"gateway": {"server_timing_metric": bad}})
+        assert "`gateway.server_timing_metric`" in str(err.value) and "as the replica does" in str(err.value)
