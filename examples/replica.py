@@ -9,7 +9,9 @@ It also serves as a model behind the gateway (docs/gateway.md):
 - ``POST /predict`` streams ``tokens`` tokens (chunked; ``text/event-stream`` events when the request
   accepts them or ``sse=1``), one every ``token_ms`` ms (``--token-ms``, default 20), after ``delay_ms``
   ms. ``status=500`` (any code) answers that status with a short JSON body instead. Every answer names
-  the replica (``--name``) in ``X-Replica``. Other paths (``/echo`` ...) answer the method, path and body.
+  the replica (``--name``) in ``X-Replica``; ``server_timing=<value>`` adds a ``Server-Timing: <value>``
+  header (``inference;dur=123.4``: the inference time the gateway meters, docs/gateway.md). Other paths
+  (``/echo`` ...) answer the method, path and body.
 - ``GET /health`` is 200 while healthy; ``POST /health?healthy=0`` makes it answer 503 (``=1`` heals).
 
     python examples/replica.py --port 9101 [--simulate 5] [--token-ms 20] [--name r1]
@@ -81,8 +83,14 @@ class Handler(BaseHTTPRequestHandler):
         self._headers_buffer.append(b"\r\n" + body)  # type: ignore[attr-defined]
         self.flush_headers()
 
-    def _reply(self, status: int, body: bytes, content_type: str = "application/json") -> None:
-        headers = [("Content-Type", content_type), ("Content-Length", str(len(body)))]
+    def _reply(
+        self,
+        status: int,
+        body: bytes,
+        content_type: str = "application/json",
+        extra: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        headers = [("Content-Type", content_type), ("Content-Length", str(len(body))), *extra]
         self._send(status, [*headers, ("X-Replica", Model.name)], body)
 
     def _body(self) -> bytes:
@@ -92,8 +100,10 @@ class Handler(BaseHTTPRequestHandler):
         body = self._body()
         time.sleep(float(q.get("delay_ms", "0")) / 1000)
         status = int(q.get("status", "200"))
+        timing = (("Server-Timing", q["server_timing"]),) if "server_timing" in q else ()
         if status != 200:
-            self._reply(status, json.dumps({"error": f"asked for {status}", "replica": Model.name}).encode())
+            error = json.dumps({"error": f"asked for {status}", "replica": Model.name}).encode()
+            self._reply(status, error, extra=timing)
             return
         sse = q.get("sse") == "1" or "text/event-stream" in self.headers.get("Accept", "")
         token_s = float(q.get("token_ms", Model.token_ms)) / 1000
@@ -108,6 +118,7 @@ class Handler(BaseHTTPRequestHandler):
             ("Content-Type", "text/event-stream" if sse else "text/plain; charset=utf-8"),
             ("Transfer-Encoding", "chunked"),
             ("X-Replica", Model.name),
+            *timing,
         ]
         # headers and the first token in one write; later tokens one write each, the last with the end
         first = chunk(0) if tokens > 0 else b""

@@ -197,7 +197,8 @@ async def _retention(service: Service) -> None:
 
 def gateway_options_of(config: Config) -> GatewayOptions:
     """The gateway's tunables the config file sets (its ``health`` section: check interval, timeout,
-    failures, the FAILED replicas' backoff); the others keep ``GatewayOptions``' defaults."""
+    failures, the FAILED replicas' backoff; ``gateway.server_timing_metric``); the others keep
+    ``GatewayOptions``' defaults."""
     h = config.health
     return GatewayOptions(
         health_interval_s=h.interval,
@@ -205,6 +206,7 @@ def gateway_options_of(config: Config) -> GatewayOptions:
         health_failures=h.failures,
         recovery_backoff_s=h.recovery_backoff,
         recovery_backoff_max_s=h.recovery_backoff_max,
+        server_timing_metric=config.gateway.server_timing_metric,
     )
 
 

@@ -2,8 +2,8 @@
 
 Rows follow ``platform-facts.md`` §1 (the 19 platform metrics) plus the DCGM-derived GPU metrics
 (tensor core and memory bandwidth activity; power, SM clock and memory health, ``exporters.md`` §4) and
-two that our gateway exports (``baseten_incoming_inference_requests_total``, ``baseten_replicas_desired``;
-docs/gateway.md).
+three that our gateway exports (``baseten_incoming_inference_requests_total``, ``baseten_replicas_desired``,
+``baseten_inference_time_seconds``, the spec page's "Inference time" graph; docs/gateway.md).
 Conversions made at ingest so that the API reports the unit given here:
 
 - ``baseten_gpu_utilization`` is stored as a 0-1 RATIO (the platform exports percent 0-100; DCGM's
@@ -42,6 +42,11 @@ of the user container), then the serving stack's or the custom server's own coun
 (``ingest.adapters.custom_servers``). One deployment's requests come from one of them per value set."""
 _READINESS = ({"condition": "true"}, {"condition": "false"}, {"condition": "unknown"})
 _REMAPPED_ROWS = ({"rows": "correctable"}, {"rows": "uncorrectable"})
+
+
+INFERENCE_TIME_SOURCES: tuple[str, ...] = ("", "vllm", "tgi")
+"""Who measures a deployment's inference time, most preferred first (as ``REQUEST_SOURCES``): our gateway,
+from the replica's ``Server-Timing`` header (no ``source`` label), then the engines' own histograms."""
 
 
 def _hist(name: str, unit: Unit, help: str, panel: str, request_sources: tuple[str, ...] = ()) -> MetricDef:
@@ -86,6 +91,14 @@ _ROWS: tuple[MetricDef, ...] = (
         "End-to-end response time (queueing, cold start and inference), in seconds.",
         "End-to-end response time",
         REQUEST_SOURCES,
+    ),
+    _hist(
+        "baseten_inference_time_seconds",
+        Unit.SECONDS,
+        "Inference time (model execution incl. pre/post-processing), in seconds: the replica's "
+        "Server-Timing, or vLLM's request_inference_time_seconds (docs/gateway.md, docs/ingest.md).",
+        "Inference time",
+        INFERENCE_TIME_SOURCES,
     ),
     _hist(
         "baseten_time_to_first_byte_seconds",

@@ -22,6 +22,7 @@ from pydantic import (
 from servemetrics.config.operations import (
     ApiRateLimitConfig,
     AuthRateLimitConfig,
+    GatewayConfig,
     HealthConfig,
     IngestConfig,
     LimitsConfig,
@@ -358,6 +359,7 @@ class Config(Strict):
     ingest: IngestConfig = IngestConfig()
     server: ServerConfig = ServerConfig()
     health: HealthConfig = HealthConfig()
+    gateway: GatewayConfig = GatewayConfig()
     key_pepper_file: Path | None = None
 
     @field_validator("registry_url")

@@ -1,12 +1,13 @@
 """The operator's policies and limits of the config file: ``network``, ``limits``, ``auth_rate_limit``,
-``api_rate_limit``, ``ingest``, ``server`` and ``health`` (docs/configuration.md, docs/security.md).
-Sizes are bytes, durations float seconds."""
+``api_rate_limit``, ``ingest``, ``server``, ``health`` and ``gateway`` (docs/configuration.md,
+docs/security.md). Sizes are bytes, durations float seconds."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from servemetrics.config.validators import AllowEntry, Duration, Strict, bounded, byte_size
 
@@ -102,3 +103,26 @@ class HealthConfig(Strict):
                 f"({self.recovery_backoff_max:g}s)"
             )
         return self
+
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]*")
+"""An HTTP token (RFC 9110 §5.6.2), the syntax of a Server-Timing metric name; empty allowed."""
+
+
+class GatewayConfig(Strict):
+    """What the gateway reads from the replicas' answers (docs/gateway.md "Inference time"):
+    ``server_timing_metric``, the ``Server-Timing`` entry whose ``dur`` is the inference time
+    (``baseten_inference_time_seconds``); ``""`` turns reading it off."""
+
+    server_timing_metric: str = "inference"
+
+    @field_validator("server_timing_metric")
+    @classmethod
+    def _token(cls, value: str) -> str:
+        if _TOKEN.fullmatch(value) is None:
+            raise ValueError(
+                f"{value!r} is not a Server-Timing metric name: write it as the replica does, with "
+                "letters, digits and !#$%&'*+-.^_`|~ only (no spaces, commas, semicolons or quotes), "
+                'or "" to not read the header'
+            )
+        return value

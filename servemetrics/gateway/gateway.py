@@ -27,6 +27,7 @@ from servemetrics.gateway.errors import error_response as error
 from servemetrics.gateway.health import Backoff, Health
 from servemetrics.gateway.metrics import DeploymentGauges, DeploymentLabels, GatewayMetrics
 from servemetrics.gateway.proxy import Blocked, Refused, Relay, Upstream, UpstreamError, request_headers
+from servemetrics.gateway.server_timing import duration_s
 from servemetrics.gateway.state import DeploymentView, RegistryView, Replica, choose_deployment
 from servemetrics.netpolicy import Egress, NetPolicy, guarded_client
 from servemetrics.registry import AutoscalingSettings, DeploymentInfo, ModelInfo, Registry
@@ -54,6 +55,9 @@ class GatewayOptions:
     upstream_timeout_s: float = 600.0
     tokens_interval_s: float = 10.0
     """Between two reads of the in-flight tokens of the deployments that scale on them."""
+    server_timing_metric: str = "inference"
+    """The replica's ``Server-Timing`` entry whose ``dur`` is metered as ``baseten_inference_time_seconds``
+    (``server_timing.duration_s``; "": not read)."""
 
 
 InFlightTokens = Callable[[str, str], float | None]
@@ -115,14 +119,16 @@ class _Attempt:
 
     def done(self, relay: Relay) -> None:
         """The relay ended (finished, client gone, replica error): give the replica and the slot back
-        and meter the answer with the relay's timings."""
+        and meter the answer with the relay's timings and the replica's ``Server-Timing`` inference time
+        (``GatewayOptions.server_timing_metric``)."""
         assert self.gate is not None and self.replica is not None
         self._gateway.release(self.replica)
         self.gate.leave(relay.end_to_end_s)
         assert relay.first_byte_s is not None and relay.end_to_end_s is not None
+        inference_s = duration_s(relay.upstream.headers, self._gateway.options.server_timing_metric)
         self._gateway.metrics.observe(
             self.labels, relay.status_code, ttfb_s=relay.first_byte_s, end_to_end_s=relay.end_to_end_s,
-            request_bytes=len(self.body), response_bytes=relay.sent_bytes,
+            request_bytes=len(self.body), response_bytes=relay.sent_bytes, inference_s=inference_s,
         )  # fmt: skip
 
 

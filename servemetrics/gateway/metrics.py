@@ -81,6 +81,13 @@ class _GaugeCollector(Collector):
         yield from families.values()
 
 
+def _req_histogram(
+    registry: CollectorRegistry, name: str, doc: str, buckets: tuple[float, ...] = LATENCY_BUCKETS_S
+) -> Histogram:
+    """A per-request histogram (REQ labels) in ``registry``."""
+    return Histogram(name, doc, REQ_LABELS, buckets=buckets, registry=registry)
+
+
 class GatewayMetrics:
     """The counters and histograms the proxy updates, and the registry they live in."""
 
@@ -96,38 +103,32 @@ class GatewayMetrics:
             (*DEPLOYMENT_LABELS, "is_async"),
             registry=r,
         )
-        self.end_to_end = Histogram(
+        self.end_to_end = _req_histogram(
+            r,
             "baseten_end_to_end_response_time_seconds",
             "Arrival to last byte sent, in seconds (queueing included).",
-            REQ_LABELS,
-            buckets=LATENCY_BUCKETS_S,
-            registry=r,
         )
-        self.ttfb = Histogram(
+        self.inference = _req_histogram(
+            r,
+            "baseten_inference_time_seconds",
+            "Model execution time the replica reports in its Server-Timing header, in seconds.",
+        )
+        self.ttfb = _req_histogram(
+            r,
             "baseten_time_to_first_byte_seconds",
             "Arrival to first body byte sent, in seconds (queueing and routing included).",
-            REQ_LABELS,
-            buckets=LATENCY_BUCKETS_S,
-            registry=r,
         )
-        self.request_size = Histogram(
-            "baseten_request_size_bytes",
-            "Request body size.",
-            REQ_LABELS,
-            buckets=SIZE_BUCKETS_BYTES,
-            registry=r,
+        self.request_size = _req_histogram(
+            r, "baseten_request_size_bytes", "Request body size.", SIZE_BUCKETS_BYTES
         )
-        self.response_size = Histogram(
-            "baseten_response_size_bytes",
-            "Response body size.",
-            REQ_LABELS,
-            buckets=SIZE_BUCKETS_BYTES,
-            registry=r,
+        self.response_size = _req_histogram(
+            r, "baseten_response_size_bytes", "Response body size.", SIZE_BUCKETS_BYTES
         )
         r.register(_GaugeCollector(gauges))
         # label children bound once per label set: the request path skips ``labels()`` lookups
         self._children: dict[tuple[tuple[str, ...], int], tuple[Any, ...]] = {}
         self._incoming: dict[tuple[str, ...], Any] = {}
+        self._inference: dict[tuple[tuple[str, ...], int], Any] = {}
 
     def observe(
         self,
@@ -138,8 +139,11 @@ class GatewayMetrics:
         end_to_end_s: float,
         request_bytes: int,
         response_bytes: int,
+        inference_s: float | None = None,
     ) -> None:
-        """Record one answered request (synchronous, non-async)."""
+        """Record one answered request (synchronous, non-async); times in seconds, sizes in bytes.
+        ``inference_s`` (the replica's ``Server-Timing``, ``gateway.server_timing``) is observed only
+        when the replica reported it: None leaves ``baseten_inference_time_seconds`` as it is."""
         key = (dep_labels, status)
         children = self._children.get(key)
         if children is None:
@@ -157,6 +161,11 @@ class GatewayMetrics:
         ttfb.observe(ttfb_s)
         request_size.observe(request_bytes)
         response_size.observe(response_bytes)
+        if inference_s is not None:
+            child = self._inference.get(key)
+            if child is None:  # made at the first report: no empty series for replicas that send none
+                child = self._inference[key] = self.inference.labels(*dep_labels, str(status), "false")
+            child.observe(inference_s)
 
     def count_incoming(self, dep_labels: tuple[str, ...]) -> None:
         """Count one arriving (synchronous) request."""

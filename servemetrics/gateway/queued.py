@@ -47,6 +47,7 @@ from servemetrics.gateway.gateway import Gateway
 from servemetrics.gateway.metrics import DeploymentLabels
 from servemetrics.gateway.queued_metrics import NO_ANSWER_STATUS, QueuedMetrics
 from servemetrics.gateway.queued_store import QueuedRequest, QueuedStore
+from servemetrics.gateway.server_timing import duration_s
 from servemetrics.gateway.state import Replica, choose_deployment
 from servemetrics.netpolicy import guarded_client, refusal
 from servemetrics.timeutil import iso_ms
@@ -347,6 +348,7 @@ class QueuedRequests:
             if replica is None:
                 return None
             first_byte: float | None = None
+            inference_s: float | None = None
             chunks: list[bytes] = []
             size = 0
             with self.gateway.outstanding(replica):
@@ -355,6 +357,7 @@ class QueuedRequests:
                         "POST", f"{replica.base_url}/predict", content=body, headers=_JSON
                     ) as resp:
                         status = resp.status_code
+                        inference_s = duration_s(resp.headers.raw, self.gateway.options.server_timing_metric)
                         async for chunk in resp.aiter_bytes():
                             if first_byte is None:
                                 first_byte = time.perf_counter() - began
@@ -372,7 +375,7 @@ class QueuedRequests:
                     self._observe(labels, 502, began, first_byte, len(body), size)
                     return _failed(f"replica {replica.name!r} of {dep_id!r} failed: {exc!r}")
             break
-        self._observe(labels, status, began, first_byte, len(body), size)
+        self._observe(labels, status, began, first_byte, len(body), size, inference_s)
         if size > limit:
             message = f"the replica's answer is over the {limit}-byte result limit; return less"
             return _Outcome("FAILED", status, None, [{"code": "RESPONSE_TOO_LARGE", "message": message}])
@@ -390,6 +393,7 @@ class QueuedRequests:
         first_byte: float | None,
         request_bytes: int,
         response_bytes: int,
+        inference_s: float | None = None,
     ) -> None:
         elapsed = time.perf_counter() - began
         req_labels = (*labels, str(status), "true")
@@ -399,6 +403,8 @@ class QueuedRequests:
         m.ttfb.labels(*req_labels).observe(elapsed if first_byte is None else first_byte)
         m.request_size.labels(*req_labels).observe(request_bytes)
         m.response_size.labels(*req_labels).observe(response_bytes)
+        if inference_s is not None:  # the replica's Server-Timing (gateway.server_timing)
+            m.inference.labels(*req_labels).observe(inference_s)
 
     # webhooks
 

@@ -11,6 +11,7 @@ SPEC_PANELS = [
     "Inference volume",
     "Incoming request volume",
     "End-to-end response time",
+    "Inference time",
     "Time to first byte",
     "Request size",
     "Response size",

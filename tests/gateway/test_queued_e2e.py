@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.apptools import auth as _auth
 from tests.gateway.test_gateway_e2e import gauge as _gauge
@@ -53,6 +54,7 @@ class Receiver:
         self.hooks: list[tuple[str, dict[str, Any]]] = []
         self.plans: dict[str, list[int]] = {}
         self.predict_status = 200
+        self.server_timing: str | None = None  # a Server-Timing header on /predict answers
         self.predicts: list[Any] = []
         self.release = threading.Event()
         self.release.set()
@@ -65,6 +67,8 @@ class Receiver:
 
             def _reply(self, status: int, body: bytes, ctype: str = "application/json") -> None:
                 self.send_response(status)
+                if self.path == "/predict" and receiver.server_timing is not None:
+                    self.send_header("Server-Timing", receiver.server_timing)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
@@ -258,6 +262,37 @@ def _webhooks(base: str, since: int) -> list[float]:
         for d, v in zip(body["metric_descriptors"], body["metric_values"][0]["values"], strict=True)
     }
     return [v or 0 for v in by.get("baseten_async_webhook_requests_total", [0, 0, 0])]
+
+
+def _inference_sum_count(base: str, dep: str) -> tuple[float, float]:
+    """``baseten_inference_time_seconds`` ``_sum`` and ``_count`` of ``dep``'s async executions."""
+    text = httpx.get(f"{base}/gateway/metrics", headers=_auth(MANAGE)).text
+    name = "baseten_inference_time_seconds"
+    samples = [
+        s
+        for f in text_string_to_metric_families(text)
+        if f.name == name
+        for s in f.samples
+        if s.labels["deployment_id"] == dep and s.labels["is_async"] == "true"
+    ]
+    total = sum(s.value for s in samples if s.name == f"{name}_sum")
+    return total, sum(s.value for s in samples if s.name == f"{name}_count")
+
+
+def test_an_async_execution_meters_the_replicas_server_timing(svc):
+    base, recv = svc.base, svc.recv
+    before = _inference_sum_count(base, "a3")
+    recv.server_timing = 'pre;dur=3, inference;dur=250.5;desc="run"'
+    try:
+        rid = submit(base, "fake", {"model_input": {"q": "timed"}}).json()["request_id"]
+        assert wait_for(base, rid, finished)["status"] == "SUCCEEDED"
+        recv.server_timing = "inference;dur=bad"  # malformed: the request succeeds, nothing observed
+        rid = submit(base, "fake", {"model_input": {"q": "bad"}}).json()["request_id"]
+        assert wait_for(base, rid, finished)["status"] == "SUCCEEDED"
+    finally:
+        recv.server_timing = None
+    total, count = _inference_sum_count(base, "a3")
+    assert count == before[1] + 1 and total == pytest.approx(before[0] + 0.2505, abs=1e-9)
 
 
 def test_status_transitions_in_order_and_the_queue_gauges(svc):

@@ -7,12 +7,14 @@ from __future__ import annotations
 import pytest
 
 from servemetrics.catalog import CATALOG
-from servemetrics.catalog.metrics import REQUEST_SOURCES
+from servemetrics.catalog.metrics import INFERENCE_TIME_SOURCES, REQUEST_SOURCES
 from servemetrics.ingest.adapters import ADAPTERS
 from servemetrics.query.series_keys import status_class
 from servemetrics.query.windows import Mode
 from tests.query.helpers import at, series, store_with
 from tests.query.test_execute import E2E, REQ, run, values_of
+
+INFERENCE = "baseten_inference_time_seconds"
 
 BOTH = [(at(-86400), frozenset({"d1", "d2"}))]
 
@@ -49,12 +51,12 @@ def test_knative_is_read_before_a_custom_servers_own_count() -> None:
     assert summary == [35.0, 0.0, 0.0]  # the same requests seen twice, counted once
 
 
-def _hist(les: dict[str, float], total: float, count: float, **labels: str) -> list:
+def _hist(les: dict[str, float], total: float, count: float, name: str = E2E, **labels: str) -> list:
     out = []
     for le, n in les.items():
-        out += series(E2E + "_bucket", [(0, 0), (15, n)], le=le, deployment_id="d1", **labels)
-    out += series(E2E + "_sum", [(0, 0), (15, total)], deployment_id="d1", **labels)
-    out += series(E2E + "_count", [(0, 0), (15, count)], deployment_id="d1", **labels)
+        out += series(name + "_bucket", [(0, 0), (15, n)], le=le, deployment_id="d1", **labels)
+    out += series(name + "_sum", [(0, 0), (15, total)], deployment_id="d1", **labels)
+    out += series(name + "_count", [(0, 0), (15, count)], deployment_id="d1", **labels)
     return out
 
 
@@ -81,7 +83,11 @@ def test_request_sources_are_the_adapters_sources_of_the_request_metrics() -> No
         }
     assert made == set(REQUEST_SOURCES)  # "" = the passthrough (the gateway's own names)
     assert REQUEST_SOURCES[0] == ""  # the gateway first
-    assert [m.name for m in CATALOG.values() if m.request_sources] == [REQ, E2E]
+    assert [m.name for m in CATALOG.values() if m.request_sources] == [REQ, E2E, INFERENCE]
+    # inference time: the gateway's Server-Timing observations first, then the engines' histograms
+    assert CATALOG[INFERENCE].request_sources == INFERENCE_TIME_SOURCES == ("", "vllm", "tgi")
+    made = {r.source for rules in ADAPTERS.values() for r in rules if r.target.startswith(INFERENCE)}
+    assert made == set(INFERENCE_TIME_SOURCES)
 
 
 def test_status_classes_given_as_classes() -> None:
@@ -94,3 +100,13 @@ def test_status_classes_given_as_classes() -> None:
         "2xx",
         None,
     ]
+
+
+def test_inference_time_from_the_gateways_server_timing_before_the_engines_histogram() -> None:
+    """A replica that sends ``Server-Timing`` and is scraped as vLLM: its requests are counted once."""
+    gateway = _hist({"0.1": 10, "+Inf": 10}, 0.5, 10, name=INFERENCE)
+    engine = _hist({"1.0": 4, "+Inf": 4}, 2.0, 4, name=INFERENCE, replica="r1", source="vllm")
+    [row] = values_of(run(store_with(gateway, engine), [INFERENCE], Mode.SUMMARY, 0, 30), INFERENCE)
+    assert row == pytest.approx([0.05, 0.09, 0.095, 0.099, 0.05])  # the gateway's 10, as above
+    [row] = values_of(run(store_with(engine), [INFERENCE], Mode.SUMMARY, 0, 30), INFERENCE)
+    assert row == pytest.approx([0.5, 0.9, 0.95, 0.99, 0.5])  # no Server-Timing: vLLM's own

@@ -19,6 +19,7 @@ from servemetrics.ingest.adapters import (
     custom_servers,
     dcgm,
     engines,
+    inference_time,
     knative,
     kube_state,
     kubelet_summary,
@@ -44,6 +45,7 @@ ADAPTERS: dict[str, tuple[Rule, ...]] = {
     "custom_servers": custom_servers.RULES,
     "engines": engines.RULES,
     "llm": llm.RULES,
+    "inference_time": inference_time.RULES,
     "kubelet_summary": kubelet_summary.RULES,
     "node_exporter": node_exporter.RULES,
 }
