@@ -32,6 +32,9 @@ def served(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
     calls: list[dict] = []
     monkeypatch.setattr("uvicorn.run", lambda app, **kw: calls.append(kw))
     monkeypatch.setattr(cli, "freeze_startup_heap", lambda: None)
+    # the configs here listen on the default 127.0.0.1:8321, which a demo on this machine may hold: the
+    # port check has its own test (test_a_port_in_use_is_one_error_line)
+    monkeypatch.setattr(cli, "_check_listen", lambda host, port: None)
     return calls
 
 
@@ -232,3 +235,26 @@ def test_a_data_dir_in_use_is_one_error_line(tmp_path: Path, served: list[dict])
     finally:
         os.close(held)
     assert _serve(path) == (0, "") and len(served) == 2
+
+
+def test_a_port_in_use_is_one_error_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``listen`` on a port another process holds: one line naming it and what to do, exit 2, before the
+    server starts (uvicorn's own error was a line, then 40 lines of DuckDB leak warnings and exit 3)."""
+    import socket
+
+    calls: list[dict] = []
+    monkeypatch.setattr("uvicorn.run", lambda app, **kw: calls.append(kw))
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        path = _write(tmp_path, f"listen: 127.0.0.1:{port}\ndata_dir: {tmp_path / 'data'}\n")
+        assert _serve(path) == (
+            2,
+            f"error: cannot listen on 127.0.0.1:{port} (Address already in use): stop what uses it, or set "
+            "`listen` in the config to a free address (for example 127.0.0.1:8322)\n",
+        )
+        result = CliRunner().invoke(cli.app, ["demo", "--port", str(port)])
+        assert result.exit_code == 2 and result.stderr.startswith(f"error: cannot listen on 127.0.0.1:{port}")
+    assert calls == []
+    assert _serve(path) == (0, "") and len(calls) == 1  # the port free again: it starts

@@ -22,6 +22,7 @@ from types import FrameType
 
 import httpx
 from rich.console import Console
+from rich.markup import escape
 
 from servemetrics.demo import loops_report, report
 from servemetrics.demo.load import LoadGenerator, WebhookReceiver, has_async_route
@@ -122,6 +123,9 @@ class Demo:
         except Terminated:
             self.console.print("terminated: stopping")
             return 143
+        except RuntimeError as exc:  # a child process exited, or did not come up (Children.check)
+            self.console.print(f"[red]error:[/red] {escape(str(exc))}")
+            return 1
         finally:
             self._shutdown()
             signal.signal(signal.SIGTERM, previous)
