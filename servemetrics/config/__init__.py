@@ -1,8 +1,8 @@
 """The YAML config file: ``load_config(path) -> Config`` and ``apply_config(config, registry)``.
 
 Keys (defaults in brackets; docs/configuration.md has an example of each): ``listen`` [127.0.0.1:8321],
-``data_dir`` [./data], ``scrape_interval`` [15s], ``scrape_timeout`` [10s], the scrape limits
-``body_size_limit`` [64MiB], ``sample_limit`` [1000000], ``label_limit`` [64], ``label_name_length_limit``
+``data_dir`` [./data], ``scrape_interval`` [15s], ``scrape_timeout`` [10s, or the interval when shorter],
+the scrape limits ``body_size_limit`` [64MiB], ``sample_limit`` [1000000], ``label_limit`` [64], ``label_name_length_limit``
 [1024], ``label_value_length_limit`` [16384], ``custom_series_limit`` [1000], ``retention`` [15d],
 ``registry_url`` [sqlite:///<data_dir>/registry.sqlite3], ``store`` [kind: duckdb], ``organizations``,
 ``models``, ``loops``

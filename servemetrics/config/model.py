@@ -47,6 +47,7 @@ from servemetrics.config.validators import (
     check_registry_url,
     check_tenant_header,
     no_duplicates,
+    parse_duration,
     rfc3339_ms,
     secret_header,
     unknown_name,
@@ -366,6 +367,20 @@ class Config(Strict):
     @classmethod
     def _registry_url(cls, value: str | None) -> str | None:
         return None if value is None else check_registry_url(value)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_timeout(cls, data: Any) -> Any:
+        """``scrape_timeout`` left out: 10 s, or ``scrape_interval`` when that is shorter (Prometheus'
+        rule for a job without its own timeout), so ``scrape_interval: 5s`` alone is a valid config."""
+        if isinstance(data, dict) and "scrape_timeout" not in data and "scrape_interval" in data:
+            try:
+                shorter = parse_duration(data["scrape_interval"]) < 10.0
+            except ValueError:
+                return data  # the field's own check says what to write
+            if shorter:
+                return {**data, "scrape_timeout": data["scrape_interval"]}
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> Config:

@@ -97,6 +97,15 @@ def test_durations(value: object, seconds: float) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "timeout"),
+    [("scrape_interval: 5s", 5.0), ("scrape_interval: 30s", 10.0), ("{}", 10.0), ("scrape_timeout: 3s", 3.0)],
+)
+def test_the_scrape_timeout_defaults_to_10s_or_a_shorter_interval(text: str, timeout: float) -> None:
+    """Prometheus' rule: without its own timeout a job's is the global 10 s, or its interval if shorter."""
+    assert parse_config(yaml.safe_load(text)).scrape_timeout == timeout
+
+
+@pytest.mark.parametrize(
     ("text", "message"),
     [
         ("scrape_intervall: 15s", "unknown key `scrape_intervall`: did you mean `scrape_interval`?"),
