@@ -70,3 +70,10 @@ def test_answers_summed_across_series() -> None:
     with pytest.raises(UnknownMetricError) as exc:
         run(Mode.SUMMARY, ["theirs_total", "queue_depth"])
     assert exc.value.names == ["theirs_total"]
+
+
+def test_a_misspelt_catalog_name_gets_the_closest_one():
+    err = str(UnknownMetricError(["baseten_gpu_utilisation", "bogus"]))
+    assert err.startswith(
+        "unknown metric name(s): baseten_gpu_utilisation (did you mean baseten_gpu_utilization?), bogus."
+    )
