@@ -266,3 +266,28 @@ def test_a_scope_without_data_says_so(browser, service):
     assert page.locator("#graphs section.graph").count() == 0
     assert page.is_hidden("#error")
     page.context.close()
+
+
+AXIS_FITS = """() => [...document.querySelectorAll('#graphs section.graph')].map((sec) => {
+  const u = window.smDashboard.metrics.uplot(sec.dataset.panel);
+  const edge = u.ctx.getImageData(0, 0, 2, u.ctx.canvas.height).data;  // the canvas' first 2 columns
+  let inked = 0;
+  for (let i = 3; i < edge.length; i += 4) if (edge[i] > 0) inked++;
+  return [sec.dataset.panel, u.axes[1]._values.join(' | '), inked];
+})"""
+
+
+def test_no_y_axis_tick_text_is_cut_at_the_left_edge(browser, service):
+    """Each y axis is as wide as its longest tick text (a fixed 78 px cut "0.002 cores" to ".002 cores")."""
+    page = open_page(browser, service)
+    wait_drawn(page)
+    fits = page.evaluate(AXIS_FITS)
+    assert len(fits) > 5 and [f for f in fits if f[2]] == [], fits  # no ink in the first 2 px columns
+    # long tick texts (a tiny throughput: "0.00030 tok/s") widen the axis instead of running off the edge
+    page.evaluate(
+        "() => { const u = window.smDashboard.metrics.uplot('vllm-output-token-throughput');"
+        " u.setScale('y', {min: 0, max: 0.0003}); }"
+    )
+    [got] = [f for f in page.evaluate(AXIS_FITS) if f[0] == "vllm-output-token-throughput"]
+    assert "0.0003" in got[1] and got[2] == 0, got
+    page.context.close()

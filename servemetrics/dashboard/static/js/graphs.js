@@ -56,6 +56,17 @@ export function isolated(ys) {
 // uPlot points filter: every point when uPlot shows them anyway (sparse data), else only the lone ones.
 const lonePoints = (u, si, show) => (show ? null : isolated(u.data[si]));
 
+// The y axis' width in CSS px: its longest tick text as drawn, plus the ticks and the gap (at least 50), so
+// "0.002 cores" or "1.5 GiB" is never cut at the left edge (a fixed 78 px clipped the longer ones).
+function yAxisSize(u, values, axisIdx, cycleNum) {
+  const axis = u.axes[axisIdx];
+  if (cycleNum > 1) return axis._size; // settled: keep it, uPlot stops re-measuring
+  const longest = (values || []).reduce((a, v) => (String(v).length > a.length ? String(v) : a), "");
+  u.ctx.font = axis.font[0];
+  const text = longest ? u.ctx.measureText(longest).width / devicePixelRatio : 0;
+  return Math.ceil(Math.max(50, text + axis.ticks.size + axis.gap + 4));
+}
+
 // y tick steps: powers of two for byte sizes (so ticks read 512 MiB, 1 GiB), uPlot's defaults otherwise.
 const POW2 = Array.from({ length: 60 }, (_, i) => 2 ** i);
 function unitIncrs(unit) {
@@ -135,7 +146,7 @@ export function createGraph(parent, panel, data, ctx) {
     ],
     axes: [
       { space: 70, values: (u, splits) => splits.map((v) => timeTick(v, ctx.end - ctx.start)) },
-      { size: 78, incrs: unitIncrs(unit), values: (u, splits, ai, space, incr) => yTicks(splits, incr) },
+      { size: yAxisSize, incrs: unitIncrs(unit), values: (u, splits, ai, space, incr) => yTicks(splits, incr) },
     ],
     legend: { live: true },
     hooks: { draw: [(u) => ctx.onDraw && ctx.onDraw(panel.id, u)] },
