@@ -2,14 +2,16 @@
 
 The demo (no ``--duration``: it runs until the module ends) promotes ``production`` from d1 to d2 60 s
 after its load starts; the tests that need no promotion do not depend on it, the last one waits for the
-PROMOTED event. Checked: every default
-graph the demo has data for renders with data; hiding and reordering survive a reload; switching scope
-changes the API calls; a Promoted marker is on every graph and its hover text names both deployments.
+PROMOTED event. Checked: every default graph the demo has data for renders with data; hiding and
+reordering survive a reload; switching scope changes the API calls; a Promoted marker is on every graph
+and its hover text names both deployments; then Ctrl-C ends the demo with its final tables.
 Screenshots of the main page and the GPU usage page go to ``artifacts/``.
 """
 
 from __future__ import annotations
 
+import re
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,7 +23,7 @@ import pytest
 from playwright.sync_api import Browser, Page
 
 from tests.dashboard.browser import graphs, launch, new_context, screenshot, wait_drawn
-from tests.processes import free_port, start, wait_for_scrapes, wait_http
+from tests.processes import free_port, start, wait_for_scrapes, wait_http, wait_until
 
 pytestmark = pytest.mark.e2e
 KEY = "demo-dashboard-key"
@@ -35,6 +37,7 @@ class Demo:
     base: str
     log: Path
     client: httpx.Client
+    proc: subprocess.Popen[bytes]
 
     def series(self, names: list[str]) -> dict:
         now = int(time.time() * 1000)
@@ -74,7 +77,7 @@ def demo(tmp_path_factory) -> Iterator[Demo]:
     base = f"http://127.0.0.1:{port}"
     try:
         wait_http(f"{base}/healthz", 60)
-        demo = Demo(base, tmp / "demo.out", client)
+        demo = Demo(base, tmp / "demo.out", client, proc)
         deadline = time.monotonic() + 150  # the demo trains its models first: slow on a busy machine
         wanted = ["baseten_inference_requests_total", "baseten_gpu_utilization", "baseten_replicas_active"]
         while _with_data(demo.series(wanted)) != set(wanted):
@@ -84,7 +87,8 @@ def demo(tmp_path_factory) -> Iterator[Demo]:
         yield demo
     finally:
         client.close()
-        proc.terminate()  # SIGTERM: the demo stops its processes at once (Ctrl-C would print tables first)
+        if proc.poll() is None:  # the last test interrupts it; a failed run stops it here
+            proc.terminate()  # SIGTERM: the demo stops its processes at once
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -259,3 +263,28 @@ def test_promoted_marker_on_every_graph_names_both_deployments(browser, demo):
     assert page.evaluate("window.smDashboard.gpu.inspect().groups") == ["RTX4000ADA"]
     screenshot(page, "gpu-usage-demo.png")
     page.context.close()
+
+
+def _value(table: str, metric: str) -> str:
+    """The value column of ``metric``'s row in a table the demo printed."""
+    [row] = [line for line in table.splitlines() if re.match(rf"│ {metric}\s+│", line)]
+    return row.split("│")[-2].strip()
+
+
+def test_ctrl_c_prints_the_final_tables_and_windows_start_with_the_data(demo):
+    """The last test of the module (it ends the demo). Issue 15: the first SUMMARY's window starts when the
+    load does, so replicas_active is the 2 replicas that served it (a window from before the service
+    existed averaged in time without replicas); Ctrl-C: one more scrape, the final tables, exit 130."""
+    wait_until(lambda: "Loops trainer" in demo.log.read_text(), "the first tables (Loops is their last)", 120)
+    first = demo.log.read_text()
+    summary = first[first.index("SUMMARY since the load started") :]
+    assert _value(summary, "replicas_active") == "2"
+    demo.proc.send_signal(signal.SIGINT)
+    assert demo.proc.wait(timeout=120) == 130
+    out = demo.log.read_text()
+    after = out[out.index("interrupted: one more scrape") :]
+    assert "Tables at the interruption" in after
+    for title in ("CURRENT", "SUMMARY since the load started", "SERIES", "ENGINE d1", "Loops trainer"):
+        assert title in after, after
+    assert "requests counted by the client:" in after
+    assert after.rstrip().endswith("stopped every process")
