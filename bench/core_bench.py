@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/core_bench.py [--days 7] [--out bench/out] [--batch-minutes 60]
                                          [--order time|series] [--end-offset-minutes 0]
-                                         [--runs 20] [--http]
+                                         [--runs 20] [--http] [--no-answer-cache]
 
 Generates in process the series of workload W1 (``shared/bench/gen_w1.py``: 3 deployments x 8 replicas at
 15 s: request counters by status, a 10-bucket latency histogram with _sum/_count, GPU utilisation and
@@ -336,6 +336,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--order", choices=("time", "series"), default="time")
     ap.add_argument("--http", action="store_true")
     ap.add_argument(
+        "--no-answer-cache",
+        action="store_true",
+        help="store-level timings with DuckDBStore's answer cache off (answer_entries=0), for a side-by-side",
+    )
+    ap.add_argument(
         "--end-offset-minutes",
         type=float,
         default=0,
@@ -350,7 +355,8 @@ def main(argv: list[str] | None = None) -> None:
     keys, ts, matrix = generate(args.days, end_ms)
     n = matrix.size
     print(f"generated {n:,} samples in {len(keys)} series ({time.perf_counter() - t:.1f} s)")
-    store = DuckDBStore(data_dir / STORE_FILE)
+    answers = {"answer_entries": 0} if args.no_answer_cache else {}
+    store = DuckDBStore(data_dir / STORE_FILE, **answers)
     if args.order == "time":
         rate = ingest(store, keys, ts, matrix, args.batch_minutes)
         how = f"{args.batch_minutes:g}-minute batches of all series"
@@ -368,7 +374,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"\nstore-level selections, default metric set, {args.runs} runs after a warm-up:")
     time_questions(store, now, end_ms, args.runs)
     store.close()
-    cold = DuckDBStore(data_dir / STORE_FILE, cache_samples=0)
+    cold = DuckDBStore(data_dir / STORE_FILE, cache_samples=0, **answers)
     print("\nthe same after reopening, without the decoded-chunk cache (every raw edge decoded again):")
     time_questions(cold, now, end_ms, args.runs)
     cold.close()
