@@ -26,7 +26,12 @@ def last(points: list[dict[str, Any]], key: str = "value") -> Any:
 
 
 def _fmt(value: Any, scale: float = 1.0, digits: int = 3) -> str:
-    return "–" if value is None else f"{value / scale:.{digits}g}"
+    """``value / scale`` to ``digits`` significant digits, whole numbers with separators from
+    ``10 ** digits`` on (``4,130``, never ``4.13e+03``); ``–`` for None."""
+    if value is None:
+        return "–"
+    v = value / scale
+    return f"{v:,.0f}" if abs(v) >= 10**digits else f"{v:.{digits}g}"
 
 
 def table(body: dict[str, Any]) -> Table:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from servemetrics.demo.loops_report import _fmt
 from servemetrics.demo.model import STOP, CharModel, ModelSize
 from servemetrics.demo.replica import BadInput, parse_request
 from servemetrics.demo.run import promotion_plan
@@ -55,3 +56,13 @@ def test_promotion_plan():
         (100, "promotion_percent", 100),
     ]
     assert promotion_plan(None)[0] == (60.0, "promote", 25)
+
+
+def test_the_loops_table_never_prints_an_exponent():
+    assert [_fmt(2320.0), _fmt(4.13e9, 2**20), _fmt(0.00466), _fmt(24.2231e9, 1e9, 4), _fmt(None)] == [
+        "2,320",
+        "3,939",
+        "0.00466",
+        "24.22",
+        "–",
+    ]
