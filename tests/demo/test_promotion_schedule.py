@@ -27,23 +27,17 @@ def _config(tmp_path: Path) -> dict[str, Any]:
 
 
 def test_the_demo_schedule_records_each_step_and_the_end(tmp_path: Path) -> None:
-    with TestClient(build_app(tmp_path, _config(tmp_path), gateway=False)) as client:
-        _check_schedule(client)
-
-
-def _check_schedule(client: TestClient) -> None:
     env = f"/v1/models/{MODEL}/environments/{ENVIRONMENT}"
     states = []
-    for _, action, percent in promotion_plan(120):
-        route, body = promotion_request(action, percent)
-        res = client.post(f"{env}/{route}", headers=auth(KEY), json=body)
-        assert res.status_code == 200, res.text
-        got = client.get(env, headers=auth(KEY)).json()
-        states.append((got["current_deployment"]["id"], got["in_progress_promotion"]))
-    res = client.get(
-        f"/v1/models/{MODEL}/events", headers=auth(KEY), params={"kinds": "PROMOTED,PROMOTION_CONTROL"}
-    )
-    events = res.json()["events"]
+    with TestClient(build_app(tmp_path, _config(tmp_path), gateway=False)) as client:
+        for _, action, percent in promotion_plan(120):
+            route, body = promotion_request(action, percent)
+            res = client.post(f"{env}/{route}", headers=auth(KEY), json=body)
+            assert res.status_code == 200, res.text
+            got = client.get(env, headers=auth(KEY)).json()
+            states.append((got["current_deployment"]["id"], got["in_progress_promotion"]))
+        kinds = {"kinds": "PROMOTED,PROMOTION_CONTROL"}
+        events = client.get(f"/v1/models/{MODEL}/events", headers=auth(KEY), params=kinds).json()["events"]
     seen = [
         (e["kind"], e["details"].get("action"), e["details"]["percent"], e["details"]["status"])
         for e in events

@@ -105,16 +105,12 @@ def dropped(base: str) -> dict[str, float]:
     }
 
 
-def test_requests_latency_custom_metrics_and_the_gateway(
-    running: Running, metrics_response_validator: Any
-) -> None:
-    """One test in three parts, in this order: the gateway must meter the deployment last."""
-    check_the_servers_own_request_metrics(running, metrics_response_validator)
-    check_custom_metrics(running, metrics_response_validator)
-    check_the_gateways_count_is_read_once_it_meters(running)
+# Three tests on one running service, in this order (pytest keeps the file's order): the gateway must
+# meter the deployment last.
 
 
-def check_the_servers_own_request_metrics(r: Running, validator: Any) -> None:
+def test_the_servers_own_request_metrics(running: Running, metrics_response_validator: Any) -> None:
+    r, validator = running, metrics_response_validator
     for seconds, status in ((0.05, 200), (0.2, 200), (0.7, 200), (2.0, 500)):
         answer = httpx.post(f"{r.replica}/predict", params={"seconds": seconds, "status": status}, json={})
         assert answer.status_code == status
@@ -134,7 +130,8 @@ def check_the_servers_own_request_metrics(r: Running, validator: Any) -> None:
     assert avg == pytest.approx((0.05 + 0.2 + 0.7 + 2.0) / 4)
 
 
-def check_custom_metrics(r: Running, validator: Any) -> None:
+def test_custom_metrics_by_their_own_name(running: Running, metrics_response_validator: Any) -> None:
+    r, validator = running, metrics_response_validator
     current = query(r, "CURRENT", "queue_depth").json()
     validator.validate(current)
     assert current["metric_descriptors"] == [
@@ -162,7 +159,9 @@ def check_custom_metrics(r: Running, validator: Any) -> None:
     assert query(r, "CURRENT", "queue_depth", key=OTHER).status_code == 404  # another organization's model
 
 
-def check_the_gateways_count_is_read_once_it_meters(r: Running) -> None:
+def test_the_gateways_count_is_read_once_it_meters(running: Running) -> None:
+    r = running
+
     # the gateway meters the deployment from its first request: its count is the one read (2), not
     # added to the replica's own (which counts these 2 as well)
     def active() -> bool:
