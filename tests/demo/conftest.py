@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -11,7 +10,7 @@ from prometheus_client import CollectorRegistry
 
 from servemetrics.demo import replica
 from servemetrics.demo.model import CharModel, ModelSize
-from tests.processes import free_port
+from tests.processes import free_port, wait_until
 
 
 @pytest.fixture
@@ -35,7 +34,4 @@ def served(monkeypatch) -> Iterator[tuple[str, CollectorRegistry]]:
 def wait_engine_idle(timeout: float = 10.0) -> None:
     """Until the served replica's engine has no request running: a streamed answer reaches the client
     before the handler tells the engine it finished."""
-    deadline = time.monotonic() + timeout
-    while replica.State.engine.running:
-        assert time.monotonic() < deadline, "the replica's engine still runs a request"
-        time.sleep(0.01)
+    wait_until(lambda: not replica.State.engine.running, "the replica's engine to finish its request", timeout)
