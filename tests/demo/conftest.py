@@ -34,4 +34,4 @@ def served(monkeypatch) -> Iterator[tuple[str, CollectorRegistry]]:
 def wait_engine_idle(timeout: float = 10.0) -> None:
     """Until the served replica's engine has no request running: a streamed answer reaches the client
     before the handler tells the engine it finished."""
-    wait_until(lambda: not replica.State.engine.running, "the replica's engine to finish its request", timeout)
+    wait_until(lambda: not replica.State.engine.running, "the replica's engine to finish", timeout)
