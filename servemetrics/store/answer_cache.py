@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from servemetrics.store.base import Cell, GroupKey, Selection, SelectResult, ValueSet
+from servemetrics.store.duckdb_groups import serving
 
 Entry = dict[GroupKey, Cell | None]
 
@@ -74,15 +75,9 @@ class AnswerCache:
 def _serving(
     value_sets: Sequence[ValueSet], groups: Sequence[GroupKey], deployments: Sequence[str | None]
 ) -> dict[GroupKey, np.ndarray]:
-    """Per group, which of ``value_sets`` one of its series serves in (``group_cells``' rule)."""
-    names = sorted({d for d in deployments if d is not None})
-    masks = np.zeros((len(names) + 1, len(value_sets)), dtype=bool)
-    for k, name in enumerate(names):
-        masks[k] = [name in vs.deployment_ids for vs in value_sets]
-    code: dict[str, int] = {name: k for k, name in enumerate(names)}
+    """Per group, which of ``value_sets`` one of its series serves in (``duckdb_groups.serving``)."""
     out: dict[GroupKey, np.ndarray] = {}
-    for g, dep in zip(groups, deployments, strict=True):
-        row = masks[len(names) if dep is None else code[dep]]
+    for g, row in zip(groups, serving(value_sets, deployments), strict=True):
         out[g] = out[g] | row if g in out else row
     return out
 

@@ -7,7 +7,18 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from servemetrics.store.base import Cell, GroupKey, Selection, SelectResult
+from servemetrics.store.base import Cell, GroupKey, Selection, SelectResult, ValueSet
+
+
+def serving(value_sets: Sequence[ValueSet], deployments: Sequence[str | None]) -> np.ndarray:
+    """``[series, value set]`` -> does the series' deployment serve in that value set (a series without a
+    ``deployment_id`` never does)."""
+    names = sorted({d for d in deployments if d is not None})
+    masks = np.zeros((len(names) + 1, len(value_sets)), dtype=bool)  # the last row: no deployment_id
+    for k, name in enumerate(names):
+        masks[k] = [name in vs.deployment_ids for vs in value_sets]
+    code: dict[str | None, int] = {name: k for k, name in enumerate(names)}
+    return masks[np.array([code.get(d, len(names)) for d in deployments], dtype=np.int64)]
 
 
 def group_cells(
@@ -22,12 +33,7 @@ def group_cells(
     Every group with a series that serves in some value set appears, even when all its cells are ``None``.
     """
     n_v = len(sel.value_sets)
-    names = sorted({d for d in deployments if d is not None})
-    masks = np.zeros((len(names) + 1, n_v), dtype=bool)  # the last row: no deployment_id, never serves
-    for k, d in enumerate(names):
-        masks[k] = [d in vs.deployment_ids for vs in sel.value_sets]
-    code = {d: k for k, d in enumerate(names)}
-    serve = masks[np.array([code.get(d, len(names)) for d in deployments], dtype=np.int64)]  # type: ignore[arg-type]
+    serve = serving(sel.value_sets, deployments)
     use = serve & has
     keys = sorted(set(groups))
     position = {g: k for k, g in enumerate(keys)}
