@@ -63,16 +63,21 @@ def chart_table(series: Sequence[Series]) -> str:
         ]
         for s in series
     ]
-    return plain_table(["METRIC", *(k.upper() for k in keys), "CHART", "MIN–MAX", "END"], rows)
+    return plain_table(["METRIC", *(k.upper() for k in keys), "CHART", "MIN–MAX", "END"], rows, numeric=2)
 
 
 def step_table(stamps: Sequence[int], series: Sequence[Series], tz: tzinfo | None) -> str:
     """``--no-chart``: one row per series and step, series after series: TIME (the step's start in
-    ``tz``, None: local), METRIC, the label keys, VALUE."""
-    keys = label_keys(series)
+    ``tz``, None: local; every row to the millisecond when one step start has milliseconds, so the
+    column lines up), METRIC, the label keys, VALUE (right-justified). A series without a value in any
+    step is left out (a node without GPUs would print a row of ``-`` per step); ``chart_table`` still
+    lists it."""
+    shown = [s for s in series if any(v is not None for v in s.values)]
+    keys = label_keys(shown)
+    millis = any(t % 1000 for t in stamps)
     rows = [
-        [format_time(t, tz), s.metric, *label_cells(s, keys), format_value(v)]
-        for s in series
+        [format_time(t, tz, millis), s.metric, *label_cells(s, keys), format_value(v)]
+        for s in shown
         for t, v in zip(stamps, s.values, strict=True)
     ]
-    return plain_table(["TIME", "METRIC", *(k.upper() for k in keys), "VALUE"], rows)
+    return plain_table(["TIME", "METRIC", *(k.upper() for k in keys), "VALUE"], rows, numeric=1)

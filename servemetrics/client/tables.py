@@ -31,12 +31,16 @@ class Series:
     values: list[float | None]
 
 
-def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def plain_table(headers: Sequence[str], rows: Sequence[Sequence[str]], numeric: int = 0) -> str:
     """``rows`` under ``headers``, columns two spaces apart, each line without trailing spaces; ends
-    with a newline."""
+    with a newline. The last ``numeric`` columns are right-justified (numbers line up by their last
+    digit, as ``ls -l`` prints sizes)."""
     table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), header_style="", show_edge=False)
-    for header in headers:
-        table.add_column(Text(header), no_wrap=True, overflow="ignore")
+    for i, header in enumerate(headers):
+        if i >= len(headers) - numeric:  # Rich justifies no cell of an overflow="ignore" column
+            table.add_column(Text(header), no_wrap=True, overflow="fold", justify="right")
+        else:
+            table.add_column(Text(header), no_wrap=True, overflow="ignore")
     for row in rows:
         table.add_row(*(Text(cell) for cell in row))
     out = io.StringIO()
@@ -94,4 +98,4 @@ def value_table(answer: dict[str, Any]) -> str:
     keys = label_keys(series)
     window_s = (answer["end_epoch_millis"] - answer["start_epoch_millis"]) / 1000
     rows = [[s.metric, *label_cells(s, keys), value_cell(s, answer["mode"], window_s)] for s in series]
-    return plain_table(["METRIC", *(k.upper() for k in keys), "VALUE"], rows)
+    return plain_table(["METRIC", *(k.upper() for k in keys), "VALUE"], rows, numeric=1)

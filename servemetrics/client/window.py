@@ -139,11 +139,11 @@ def format_duration(ms: int) -> str:
     return "".join(parts) or "0s"
 
 
-def format_time(ms: int, tz: tzinfo | None) -> str:
+def format_time(ms: int, tz: tzinfo | None, millis: bool = False) -> str:
     """Epoch ``ms`` as ISO-8601 in ``tz`` (None: the local zone) with its offset, to the second (to the
-    millisecond when it has some): ``2026-01-01T00:00:00+00:00``."""
+    millisecond when it has some, or with ``millis``): ``2026-01-01T00:00:00+00:00``."""
     dt = datetime.fromtimestamp(ms / 1000, UTC).astimezone(tz)
-    return dt.isoformat(timespec="milliseconds" if ms % 1000 else "seconds")
+    return dt.isoformat(timespec="milliseconds" if millis or ms % 1000 else "seconds")
 
 
 def window_line(start_ms: int, end_ms: int, step_s: int | None, tz: tzinfo | None) -> str:

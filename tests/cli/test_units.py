@@ -7,9 +7,9 @@ from datetime import UTC, timedelta, timezone
 
 import pytest
 
-from servemetrics.client.charts import columns, sparkline
+from servemetrics.client.charts import columns, sparkline, step_table
 from servemetrics.client.loops_view import grid, infer_step
-from servemetrics.client.tables import format_value
+from servemetrics.client.tables import Series, format_value
 from servemetrics.client.window import format_duration, format_time, parse_since, parse_time
 from tests.query.helpers import T0
 
@@ -74,3 +74,21 @@ def test_the_loops_grid_puts_gaps_back() -> None:
     assert infer_step(start, [start, T0 + 30_000]) is None
     assert grid(start, T0 + 100_000, 30, [T0 + 60_000]) == [start, T0 + 30_000, T0 + 60_000, T0 + 90_000]
     assert grid(start, T0 + 100_000, None, [T0 + 60_000]) == [start, T0 + 60_000]
+
+
+def test_step_table_leaves_out_series_without_data_and_lines_up() -> None:
+    """A series null in every step prints no rows (a node without GPUs printed a row of ``-`` per
+    step); the TIME column keeps one precision when a step start has milliseconds (the window's start
+    need not be a whole second); values are right-justified under VALUE."""
+    stamps = [T0 + 500, T0 + 60_000]
+    series = [
+        Series("cpu_usage", {"node": "n0"}, "GAUGE", [3.5, 12.0]),
+        Series("gpu_utilization", {"node": "n0", "gpu": "0"}, "GAUGE", [None, None]),
+    ]
+    lines = step_table(stamps, series, UTC).splitlines()
+    assert lines == [
+        "TIME                           METRIC     NODE  VALUE",
+        f"{format_time(T0 + 500, UTC)}  cpu_usage  n0      3.5",
+        f"{format_time(T0 + 60_000, UTC, millis=True)}  cpu_usage  n0       12",
+    ]
+    assert lines[2].startswith("2026-01-01T00:01:00.000+00:00")
