@@ -208,6 +208,26 @@ def test_ranges_ending_now_refresh_every_30_s_custom_ranges_do_not(browser, serv
     page.context.close()
 
 
+def test_the_last_15_minutes_preset_asks_for_15_minutes_ending_now(browser, service):
+    """The shortest preset (a new user looking at a load test that just started found 1 hour the
+    shortest): its SERIES call spans 15 minutes ending at the browser's now."""
+    page = open_page(browser, service)
+    wait_drawn(page)
+    windows: list[tuple[int, int]] = []
+
+    def record(request) -> None:
+        if "/metrics?" in request.url:
+            query = dict(p.split("=", 1) for p in request.url.split("?", 1)[1].split("&"))
+            windows.append((int(query["start_epoch_millis"]), int(query["end_epoch_millis"])))
+
+    page.on("request", record)
+    page.select_option("#range", "15m")
+    wait_drawn(page, renders=2)
+    assert windows == [(NOW - 15 * 60_000, NOW)]
+    assert "range=15m" in page.url
+    page.context.close()
+
+
 FORMAT_CASES = """async () => {
   const f = await import('/dashboard/js/format.js');
   const ev = await import('/dashboard/js/events.js');

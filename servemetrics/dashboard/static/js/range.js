@@ -4,7 +4,7 @@
 import { toLocalInput } from "./format.js";
 
 const HOUR = 3600 * 1000;
-export const PRESETS = { "1h": HOUR, "6h": 6 * HOUR, "24h": 24 * HOUR, "7d": 7 * 24 * HOUR };
+export const PRESETS = { "15m": HOUR / 4, "1h": HOUR, "6h": 6 * HOUR, "24h": 24 * HOUR, "7d": 7 * 24 * HOUR };
 
 // -> {start, end, live} in epoch ms, or {error} when a custom field is empty or unreadable.
 export function windowOf(range, custom, now = Date.now()) {
