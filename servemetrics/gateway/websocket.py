@@ -101,23 +101,7 @@ async def open_replica(
     try:
         async with asyncio.timeout(timeout_s):
             hosts = [parts.hostname] if policy is None else await policy.resolve(parts.hostname, port)
-            for i, host in enumerate(hosts):
-                try:
-                    return await _Connect(
-                        f"ws://{parts.netloc}{target}",
-                        additional_headers=headers,
-                        subprotocols=subprotocols or None,
-                        compression=None,
-                        user_agent_header=None,
-                        proxy=None,
-                        open_timeout=None,
-                        max_size=MAX_MESSAGE_BYTES,
-                        host=host,
-                        port=port,
-                    )
-                except OSError:
-                    if i == len(hosts) - 1:
-                        raise
+            return await _first_of(hosts, port, f"ws://{parts.netloc}{target}", headers, subprotocols)
     except PolicyRefused as exc:
         raise Blocked(str(exc)) from exc
     except InvalidStatus as exc:
@@ -128,7 +112,31 @@ async def open_replica(
         raise Refused(f"connection refused: {exc!r}") from exc
     except InvalidHandshake as exc:
         raise UpstreamError(f"the WebSocket handshake failed: {exc}") from exc
-    raise Refused("no address to connect to")
+
+
+async def _first_of(
+    hosts: list[str], port: int, url: str, headers: list[tuple[str, str]], subprotocols: list[Subprotocol]
+) -> ClientConnection:
+    """The WebSocket ``url`` opened at the first of ``hosts`` (names or checked addresses) that takes the
+    TCP connection; the last ``OSError`` when none does."""
+    for i, host in enumerate(hosts):
+        try:
+            return await _Connect(
+                url,
+                additional_headers=headers,
+                subprotocols=subprotocols or None,
+                compression=None,
+                user_agent_header=None,
+                proxy=None,
+                open_timeout=None,
+                max_size=MAX_MESSAGE_BYTES,
+                host=host,
+                port=port,
+            )
+        except OSError:
+            if i == len(hosts) - 1:
+                raise
+    raise OSError("no address to connect to")
 
 
 def _answer(refusal: InvalidStatus) -> Response:
