@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import Depends, Header, Path, Request
+from starlette.requests import HTTPConnection
 
 from servemetrics.api.auth_limit import client_address
 from servemetrics.api.errors import ApiError, forbidden, not_found, unauthorized
@@ -58,7 +59,7 @@ async def get_clock(service: ServiceDep) -> Clock:
     return service.clock
 
 
-def service_of(request: Request) -> Service:
+def service_of(request: HTTPConnection) -> Service:
     """The running service of ``request`` (for ASGI code outside FastAPI's dependency injection, such as
     the inference router's endpoints)."""
     service: Service = request.app.state.service

@@ -81,12 +81,13 @@ def desired_replicas(concurrency: int, a: AutoscalingSettings, in_flight_tokens:
     return max(a.min_replica, min(a.max_replica, wanted))
 
 
-class _Attempt:
-    """One synchronous request from its arrival to its last byte: what it is metered with and what it
-    holds. ``gate`` is the deployment's gate once the request is admitted (one slot), ``replica`` the
-    (deployment, replica) key while a replica has it (one outstanding request). ``answer`` (a gateway
-    answer: 429, 502, 503) and ``done`` (a relay ended) give back what it holds and meter it once;
-    ``abandon`` gives the slot back when sending failed with an exception (no answer to meter)."""
+class Attempt:
+    """One synchronous request (or WebSocket connection) from its arrival to its last byte: what it is
+    metered with and what it holds. ``gate`` is the deployment's gate once the request is admitted (one
+    slot), ``replica`` the (deployment, replica) key while a replica has it (one outstanding request).
+    ``answer`` (a gateway answer: 429, 502, 503), ``done`` (a relay ended) and ``closed`` (a WebSocket
+    connection ended) give back what it holds and meter it once; ``abandon`` gives the slot back when
+    sending failed with an exception (no answer to meter)."""
 
     __slots__ = ("_gateway", "labels", "body", "arrived", "gate", "replica")
 
@@ -116,6 +117,23 @@ class _Attempt:
         gate, self.gate = self.gate, None
         if gate is not None:
             gate.leave()
+
+    def opened(self) -> None:
+        """The WebSocket connection to ``replica`` is open: one more in ``open_websockets``."""
+        assert self.replica is not None
+        websockets = self._gateway.open_websockets
+        websockets[self.replica[0]] = websockets.get(self.replica[0], 0) + 1
+
+    def closed(self, close_code: int) -> None:
+        """The open WebSocket connection ended with ``close_code``: one less in ``open_websockets``, the
+        replica and the slot given back, the connection counted by that code
+        (``GatewayMetrics.count_closed``)."""
+        assert self.gate is not None and self.replica is not None
+        gate, self.gate = self.gate, None
+        self._gateway.open_websockets[self.replica[0]] -= 1
+        self._gateway.release(self.replica)
+        gate.leave()
+        self._gateway.metrics.count_closed(self.labels, close_code)
 
     def done(self, relay: Relay) -> None:
         """The relay ended (finished, client gone, replica error): give the replica and the slot back
@@ -180,6 +198,9 @@ class Gateway:
         self.excluded: dict[str, int] = {}
         """Deployment id -> slots held by requests ``baseten_concurrent_requests`` leaves out (queued
         requests' executions; their owner counts them here)."""
+        self.open_websockets: dict[str, int] = {}
+        """Deployment id -> WebSocket connections open now (``baseten_ongoing_websocket_connections``); a
+        deployment is here from its first connection on (``Attempt.opened``)."""
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -271,10 +292,12 @@ class Gateway:
         return self._settings.get(dep_id)
 
     def gauges(self) -> list[DeploymentGauges]:
-        """Per deployment with serving replicas: concurrency (in flight + queued, less ``excluded``),
-        replicas active / starting / desired (desired counts ``excluded`` too). Desired is None (not
-        exported) while the deployment's autoscaling settings are unknown: not read yet, or never set
-        through the API (``DeploymentInfo.autoscaling_known``; the defaults would say 0 beside 2 active)."""
+        """Per deployment with serving replicas: concurrency (in flight + queued, less ``excluded``; open
+        WebSocket connections hold a slot each, so they count), replicas active / starting / desired
+        (desired counts ``excluded`` too), open WebSocket connections (None before the first). Desired
+        is None (not exported) while the deployment's autoscaling settings are unknown: not read yet, or
+        never set through the API (``DeploymentInfo.autoscaling_known``; the defaults would say 0 beside
+        2 active)."""
         out = []
         for dep_id, view in sorted(self.view.deployments.items()):
             gate = self._gates.get(dep_id)
@@ -285,45 +308,65 @@ class Gateway:
             known = info is not None and info.autoscaling_known
             desired = desired_replicas(concurrent, info.autoscaling, tokens) if known and info else None
             concurrent -= self.excluded.get(dep_id, 0)
-            out.append(
-                DeploymentGauges(view.labels, concurrent, active, len(view.replicas) - active, desired)
-            )
+            starting = len(view.replicas) - active
+            websockets = self.open_websockets.get(dep_id)
+            out.append(DeploymentGauges(view.labels, concurrent, active, starting, desired, websockets))
         return out
 
-    async def to_environment(
-        self, request: Request, model: ModelInfo, env_name: str, path: str
-    ) -> Response | Relay:
-        """Forward to a deployment serving ``env_name`` now (weighted by a rolling promotion)."""
-        arrived = time.perf_counter()
+    async def environment_target(self, model: ModelInfo, env_name: str) -> tuple[str, str] | Response:
+        """``(deployment id, env_name)``: a deployment serving ``env_name`` now (weighted by a rolling
+        promotion); an error answer (404 no such environment, 503 nothing serves it) otherwise."""
         serving = await self.view.serving(model.id, env_name)
         if serving is None:
             return error(404, f"model {model.id!r} has no environment {env_name!r}")
         weights = serving.weights(self.view.clock_ms())
         if not weights:
             return error(503, f"environment {env_name!r} serves no deployment (inactive, or never promoted)")
-        dep_id = choose_deployment(weights)
-        return await self._forward(request, model, dep_id, path, arrived, env_name)
+        return choose_deployment(weights), env_name
+
+    async def deployment_target(self, model: ModelInfo, deployment_id: str) -> tuple[str, str] | Response:
+        """``(deployment id, "")`` of ``deployment_id`` (``production`` / ``development``: that
+        environment's current deployment); a 404 answer when the model has no such deployment."""
+        info = await self.view.deployment(model.id, deployment_id)
+        if info is None:
+            return error(404, f"model {model.id!r} has no deployment {deployment_id!r}")
+        return info.id, ""
+
+    async def to_environment(
+        self, request: Request, model: ModelInfo, env_name: str, path: str
+    ) -> Response | Relay:
+        """Forward to a deployment serving ``env_name`` now (weighted by a rolling promotion)."""
+        arrived = time.perf_counter()
+        target = await self.environment_target(model, env_name)
+        if isinstance(target, Response):
+            return target
+        return await self._forward(request, model, target, path, arrived)
 
     async def to_deployment(
         self, request: Request, model: ModelInfo, deployment_id: str, path: str
     ) -> Response | Relay:
         """Forward to deployment ``deployment_id`` (``production`` / ``development``: that environment's)."""
         arrived = time.perf_counter()
-        info = await self.view.deployment(model.id, deployment_id)
-        if info is None:
-            return error(404, f"model {model.id!r} has no deployment {deployment_id!r}")
-        return await self._forward(request, model, info.id, path, arrived, "")
+        target = await self.deployment_target(model, deployment_id)
+        if isinstance(target, Response):
+            return target
+        return await self._forward(request, model, target, path, arrived)
 
-    async def _forward(
-        self, request: Request, model: ModelInfo, dep_id: str, path: str, arrived: float, env: str
-    ) -> Response | Relay:
+    async def admit(
+        self, model: ModelInfo, target: tuple[str, str], body: bytes, arrived: float
+    ) -> Attempt | Response:
+        """Count the request arriving at deployment ``target`` (``environment_target`` /
+        ``deployment_target``) and take one of its slots (``arrived``: ``time.perf_counter()`` at
+        arrival). Returns the attempt holding the slot, or the metered answer when there is none: 503 the
+        deployment is inactive or has no serving replica, 429 it is full (its backpressure policy)."""
+        dep_id, env = target
         info = await self.view.deployment(model.id, dep_id)
         if info is not None:
             self._settings[dep_id] = info
         view = self.view.deployments.get(dep_id)
         labels = view.labels if view else DeploymentLabels(model.id, model.name, dep_id, env, "")
         self.metrics.count_incoming(labels)
-        attempt = _Attempt(self, labels, await request.body(), arrived)
+        attempt = Attempt(self, labels, body, arrived)
         if info is None or info.status == "INACTIVE" or view is None or not view.replicas:
             why = "is inactive" if info and info.status == "INACTIVE" else "has no serving replica"
             return attempt.answer(error(503, f"deployment {dep_id!r} {why}", 1))
@@ -333,21 +376,28 @@ class Gateway:
         except Full as exc:
             return attempt.answer(error(429, f"{exc}; retry after {exc.retry_after_s} s", exc.retry_after_s))
         attempt.gate = gate
+        return attempt
+
+    async def _forward(
+        self, request: Request, model: ModelInfo, target: tuple[str, str], path: str, arrived: float
+    ) -> Response | Relay:
+        attempt = await self.admit(model, target, await request.body(), arrived)
+        if isinstance(attempt, Response):
+            return attempt
         try:
-            return await self._send(request, attempt, dep_id, path)
+            return await self._send(request, attempt, target[0], path)
         except BaseException:  # _send gave the replica back; the slot would leak for good
             attempt.abandon()
             raise
 
-    async def _send(self, request: Request, attempt: _Attempt, dep_id: str, path: str) -> Response | Relay:
+    async def _send(self, request: Request, attempt: Attempt, dep_id: str, path: str) -> Response | Relay:
         """Send to the least busy active replica (one refusing the connection: the next) and relay its
         answer; the replica is outstanding until the relay's ``done`` (or until this fails)."""
         query = request.url.query
         target = "/" + quote(path, safe=PATH_SAFE)
         tried: set[str] = set()
         while (replica := self.pick(dep_id, tried)) is not None:
-            key = (dep_id, replica.name)
-            self._outstanding[key] = self._outstanding.get(key, 0) + 1
+            key = self.hold(replica)
             relay: Relay | None = None
             try:
                 upstream = await self._upstream.send(
@@ -386,6 +436,12 @@ class Gateway:
             return None
         return min(candidates, key=lambda r: (self._outstanding.get((dep_id, r.name), 0), random.random()))
 
+    def hold(self, replica: Replica) -> tuple[str, str]:
+        """One request more outstanding on ``replica``; returns its key for ``release``."""
+        key = (replica.deployment_id, replica.name)
+        self._outstanding[key] = self._outstanding.get(key, 0) + 1
+        return key
+
     def release(self, key: tuple[str, str]) -> None:
         """One request less outstanding on replica ``key`` (deployment id, replica name)."""
         self._outstanding[key] -= 1
@@ -394,8 +450,7 @@ class Gateway:
     def outstanding(self, replica: Replica) -> Iterator[None]:
         """Count one request outstanding on ``replica`` while the block runs (``pick`` prefers the
         replicas with the fewest)."""
-        key = (replica.deployment_id, replica.name)
-        self._outstanding[key] = self._outstanding.get(key, 0) + 1
+        key = self.hold(replica)
         try:
             yield
         finally:

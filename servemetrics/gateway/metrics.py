@@ -4,9 +4,12 @@
 Names and labels are the platform's (platform-facts §1). Per-request series carry the REQ label set
 (``model_id, model_name, deployment_id, environment, rollout_phase, status_code, is_async``); the
 incoming counter carries the DEP set plus ``is_async`` (the status is not known at arrival). The
-deployment gauges (concurrency, replicas active / starting / desired) are computed at scrape time by a
-collector and carry the DEP set plus ``source="gateway"``, so a deployment whose replicas also export
-``baseten_replicas_active`` is averaged with them, not summed (docs/query-semantics.md).
+deployment gauges (concurrency, replicas active / starting / desired, open WebSocket connections) are
+computed at scrape time by a collector and carry the DEP set plus ``source="gateway"``, so a deployment
+whose replicas also export ``baseten_replicas_active`` is averaged with them, not summed
+(docs/query-semantics.md). A WebSocket connection is counted once, when it closes, in
+``baseten_inference_requests_total`` with its close code as ``status_code`` (platform-facts §1: "For
+WebSocket/gRPC models … the protocol's own codes are used"; docs/gateway.md "WebSockets").
 """
 
 from __future__ import annotations
@@ -49,13 +52,15 @@ whose interpolated p99 read 59 KiB)."""
 @dataclass(frozen=True)
 class DeploymentGauges:
     """One deployment's gauge values at scrape time (counts); ``desired`` None: not exported (the
-    deployment's autoscaling settings are unknown)."""
+    deployment's autoscaling settings are unknown); ``websockets`` None: not exported (no WebSocket
+    connection to the deployment since the service started)."""
 
     labels: DeploymentLabels
     concurrent: int
     active: int
     starting: int
     desired: int | None
+    websockets: int | None = None
 
 
 class _GaugeCollector(Collector):
@@ -68,6 +73,7 @@ class _GaugeCollector(Collector):
             "active": ("baseten_replicas_active", "Replicas passing their health check."),
             "starting": ("baseten_replicas_starting", "Replicas not yet healthy."),
             "desired": ("baseten_replicas_desired", "Replicas the autoscaling settings ask for now."),
+            "websockets": ("baseten_ongoing_websocket_connections", "Open WebSocket connections."),
         }
         families = {
             key: GaugeMetricFamily(name, doc, labels=[*DEPLOYMENT_LABELS, "source"])
@@ -167,6 +173,12 @@ class GatewayMetrics:
             if child is None:  # made at the first report: no empty series for replicas that send none
                 child = self._inference[key] = self.inference.labels(*dep_labels, str(status), "false")
             child.observe(inference_s)
+
+    def count_closed(self, dep_labels: tuple[str, ...], close_code: int) -> None:
+        """Count one closed WebSocket connection in ``baseten_inference_requests_total`` with
+        ``status_code`` = its close code (1000, 1011 …, docs/gateway.md "WebSockets"); the response-time
+        and size histograms are left as they are (a connection's length is no response time)."""
+        self.requests.labels(*dep_labels, str(close_code), "false").inc()
 
     def count_incoming(self, dep_labels: tuple[str, ...]) -> None:
         """Count one arriving (synchronous) request."""

@@ -3,7 +3,9 @@
 Paths (docs/gateway.md): ``POST /v1/models/{model_id}/environments/{env_name}/predict``,
 ``POST /v1/models/{model_id}/deployment/{deployment_id}/predict`` and
 ``/v1/models/{model_id}/environments/{env_name}/sync/{path}`` (any method, passed to the replica's
-``/{path}``). The same without ``/v1/models/{model_id}`` take the model from a
+``/{path}``); WebSocket upgrades at ``…/environments/{env_name}/websocket``,
+``…/deployment/{deployment_id}/websocket`` and ``…/development/websocket`` (``WEBSOCKET_ROUTES``,
+relayed by ``gateway.websocket``). The same without ``/v1/models/{model_id}`` take the model from a
 ``Host: model-{model_id}.<anything>`` header. Auth: a key that may invoke the model (``can_invoke``);
 another organization's model, or one outside a scoped key, is a 404.
 
@@ -16,14 +18,17 @@ OpenAPI document. Any other path or method goes on to the FastAPI app.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.requests import HTTPConnection
 from starlette.routing import compile_path
 from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocket
 
 from servemetrics.api.auth_limit import client_address
 from servemetrics.api.deps import (
@@ -37,6 +42,7 @@ from servemetrics.api.deps import (
 )
 from servemetrics.api.errors import ApiError, forbidden, not_found, unauthorized
 from servemetrics.gateway import Gateway
+from servemetrics.gateway import websocket as websockets
 from servemetrics.gateway.errors import error_response
 from servemetrics.gateway.proxy import Relay
 from servemetrics.registry import ModelInfo, can_invoke
@@ -46,12 +52,12 @@ METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
 HOST_PREFIX = "model-"
 
 
-def _gateway(request: Request) -> Gateway:
+def _gateway(request: HTTPConnection) -> Gateway:
     """The gateway, for the endpoints ``InferenceRouter`` calls outside dependency injection."""
     return gateway_of(service_of(request))
 
 
-async def invoking_model(request: Request, model_id: str | None) -> ModelInfo:
+async def invoking_model(request: HTTPConnection, model_id: str | None) -> ModelInfo:
     """The model the caller may invoke: 401 bad key, 429 a client address over the failed-authentication
     limit (``FailedAuthLimiter``, as every other path), 404 unknown / another organization's, 403 a key
     type that may not invoke it. ``model_id`` None: taken from the ``Host`` header."""
@@ -124,6 +130,37 @@ async def host_sync_environment(request: Request, env_name: str, path: str) -> R
     return await _gateway(request).to_environment(request, model, env_name, path)
 
 
+async def websocket_environment(websocket: WebSocket, model_id: str | None, env_name: str) -> None:
+    """Relay the WebSocket to a replica (``/websocket``) of a deployment serving the environment."""
+    model = await invoking_model(websocket, model_id)
+    arrived, gateway = time.perf_counter(), _gateway(websocket)
+    target = await gateway.environment_target(model, env_name)
+    await websockets.serve(gateway, websocket, model, target, arrived)
+
+
+async def websocket_deployment(websocket: WebSocket, model_id: str | None, deployment_id: str) -> None:
+    """Relay the WebSocket to a replica of the deployment (``development``: that environment's)."""
+    model = await invoking_model(websocket, model_id)
+    arrived, gateway = time.perf_counter(), _gateway(websocket)
+    target = await gateway.deployment_target(model, deployment_id)
+    await websockets.serve(gateway, websocket, model, target, arrived)
+
+
+async def websocket_development(websocket: WebSocket, model_id: str | None = None) -> None:
+    """``websocket_deployment`` to the ``development`` environment's deployment."""
+    await websocket_deployment(websocket, model_id, "development")
+
+
+async def host_websocket_environment(websocket: WebSocket, env_name: str) -> None:
+    """``websocket_environment`` with the model in ``Host: model-{model_id}.…``."""
+    await websocket_environment(websocket, None, env_name)
+
+
+async def host_websocket_deployment(websocket: WebSocket, deployment_id: str) -> None:
+    """``websocket_deployment`` with the model in ``Host: model-{model_id}.…``."""
+    await websocket_deployment(websocket, None, deployment_id)
+
+
 Endpoint = Callable[..., Awaitable[Any]]
 """``endpoint(request, **path_params)``: the gateway's answer (a response, called as an ASGI app)."""
 
@@ -154,6 +191,20 @@ FAST_ROUTES: tuple[InferenceRoute, ...] = tuple(
     )
 )
 """The inference paths, in matching order: ``InferenceRouter`` answers them, ``router`` documents them."""
+
+WEBSOCKET_ROUTES: tuple[InferenceRoute, ...] = tuple(
+    InferenceRoute(path, (), endpoint)
+    for path, endpoint in (
+        ("/v1/models/{model_id}/environments/{env_name}/websocket", websocket_environment),
+        ("/v1/models/{model_id}/deployment/{deployment_id}/websocket", websocket_deployment),
+        ("/v1/models/{model_id}/development/websocket", websocket_development),
+        ("/environments/{env_name}/websocket", host_websocket_environment),
+        ("/deployment/{deployment_id}/websocket", host_websocket_deployment),
+        ("/development/websocket", websocket_development),
+    )
+)
+"""The WebSocket paths (the platform's, docs/gateway.md "WebSockets"): ``InferenceRouter`` relays
+WebSocket upgrades to them (OpenAPI has no WebSockets: not documented there)."""
 
 _RELAYED: dict[int | str, dict[str, Any]] = {
     200: {"description": "The replica's answer: its status, headers and body, as it sent them"}
@@ -187,9 +238,9 @@ def gateway_metrics(registry: RegistryDep, gateway: GatewayDep, key: Auth) -> Re
 
 
 def is_inference_path(path: str) -> bool:
-    """True for paths the gateway itself serves (``…/predict``, ``…/sync/…``, ``/gateway/…``): only
-    those can be one of ``FAST_ROUTES``."""
-    return path.endswith("/predict") or "/sync/" in path or path.startswith("/gateway/")
+    """True for paths the gateway itself serves (``…/predict``, ``…/sync/…``, ``…/websocket``,
+    ``/gateway/…``): only those can be one of ``FAST_ROUTES`` or ``WEBSOCKET_ROUTES``."""
+    return path.endswith(("/predict", "/websocket")) or "/sync/" in path or path.startswith("/gateway/")
 
 
 def _route_path(scope: Scope) -> str:
@@ -203,8 +254,9 @@ def _route_path(scope: Scope) -> str:
 
 
 class InferenceRouter:
-    """ASGI middleware: answers the requests that match ``FAST_ROUTES`` (path and method) itself, with
-    an ``ApiError`` rendered as ``{"error": …}``; passes every other request to ``app``."""
+    """ASGI middleware: answers the requests that match ``FAST_ROUTES`` (path and method) and the
+    WebSocket upgrades that match ``WEBSOCKET_ROUTES`` itself, with an ``ApiError`` rendered as
+    ``{"error": …}`` (for an upgrade: its HTTP answer); passes every other request to ``app``."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -216,6 +268,12 @@ class InferenceRouter:
                 m = route.regex.match(path)
                 if m is not None and method in route.methods:
                     await self._answer(route, m.groupdict(), scope, receive, send)
+                    return
+        elif scope["type"] == "websocket" and is_inference_path(path := _route_path(scope)):
+            for route in WEBSOCKET_ROUTES:
+                m = route.regex.match(path)
+                if m is not None:
+                    await self._relay(route, m.groupdict(), WebSocket(scope, receive, send))
                     return
         await self.app(scope, receive, send)
 
@@ -229,3 +287,10 @@ class InferenceRouter:
         except ApiError as exc:
             response = error_response(exc.status, exc.message, exc.retry_after)
         await response(scope, receive, send)
+
+    @staticmethod
+    async def _relay(route: InferenceRoute, params: dict[str, str], websocket: WebSocket) -> None:
+        try:
+            await route.endpoint(websocket, **params)
+        except ApiError as exc:
+            await websockets.deny(websocket, error_response(exc.status, exc.message, exc.retry_after))
