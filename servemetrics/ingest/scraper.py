@@ -178,7 +178,7 @@ def _parse_and_adapt(
 def _pods_of(parsed: ParseResult, labels: Mapping[str, str]) -> list[PodTimes]:
     """The replica's pod timestamps in a scrape of one of its targets (``[]`` for other targets)."""
     replica = labels.get("replica")
-    return pod_times(parsed.samples, replica) if replica and labels.get("model_id") else []
+    return pod_times(parsed.samples, replica, parsed.created) if replica and labels.get("model_id") else []
 
 
 def _batch_before(samples: list[Sample], limit_ms: int) -> tuple[SampleBatch, int]:
