@@ -13,8 +13,9 @@ It also serves as a model behind the gateway (docs/gateway.md):
   header (``inference;dur=123.4``: the inference time the gateway meters, docs/gateway.md). Other paths
   (``/echo`` ...) answer the method, path and body.
 - ``GET /health`` is 200 while healthy; ``POST /health?healthy=0`` makes it answer 503 (``=1`` heals).
+  ``--healthy-after S`` makes it 503 for the first ``S`` seconds after start (a model loading).
 
-    python examples/replica.py --port 9101 [--simulate 5] [--token-ms 20] [--name r1]
+    python examples/replica.py --port 9101 [--simulate 5] [--token-ms 20] [--name r1] [--healthy-after 3]
     curl -X POST 'localhost:9101/observe?status=200&seconds=0.25&count=3'
     curl -N -X POST 'localhost:9101/predict?tokens=5&delay_ms=100' -d '{"prompt": "hi"}'
 """
@@ -62,6 +63,7 @@ class Model:
     name = "replica"
     token_ms = 20.0
     healthy = True
+    healthy_from = 0.0  # time.monotonic() from which /health may answer 200 (--healthy-after)
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -130,7 +132,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self) -> None:  # noqa: N802
         path = urlparse(self.path).path
         if path == "/health":
-            ok = Model.healthy
+            ok = Model.healthy and time.monotonic() >= Model.healthy_from
             self._reply(200 if ok else 503, json.dumps({"status": "ok" if ok else "unhealthy"}).encode())
             return
         if path != "/metrics":
@@ -190,7 +192,9 @@ def main() -> None:
     parser.add_argument("--simulate", type=float, default=0.0, help="requests per second to simulate")
     parser.add_argument("--token-ms", type=float, default=20.0, help="ms between streamed tokens of /predict")
     parser.add_argument("--name", default=None, help="replica name in answers (default replica-PORT)")
+    parser.add_argument("--healthy-after", type=float, default=0.0, help="/health is 503 this long (s)")
     args = parser.parse_args()
+    Model.healthy_from = time.monotonic() + args.healthy_after
     Model.name = args.name or f"replica-{args.port}"
     Model.token_ms = args.token_ms
     if args.simulate > 0:

@@ -30,6 +30,7 @@ from servemetrics.api.routes import (
     metrics,
     organization,
     queued,
+    startups,
 )
 from servemetrics.api.routes import gateway as gateway_routes
 from servemetrics.api.service import open_service
@@ -41,7 +42,7 @@ from servemetrics.timeutil import wall_clock_ms
 
 ROUTERS = (
     *(metrics, management, environments, events, inventory, ingest, export, catalog, organization),
-    *(loops, dashboard, discovery, engines),
+    *(loops, dashboard, discovery, engines, startups),
 )
 """Route modules in the order their routes are matched and listed in ``/docs``."""
 

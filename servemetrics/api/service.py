@@ -37,6 +37,7 @@ from servemetrics.gateway.gateway import InFlightTokens
 from servemetrics.gateway.metrics import ExpositionTransport
 from servemetrics.gateway.queued import QueuedOptions, QueuedRequests
 from servemetrics.gateway.queued_store import QueuedStore
+from servemetrics.ingest.pod_times import PodTimes
 from servemetrics.ingest.scrape_limits import ScrapeLimits
 from servemetrics.ingest.scraper import Scraper, Target
 from servemetrics.ingest.targets import targets_from_registry
@@ -301,9 +302,19 @@ async def _scraper(stack: AsyncExitStack, service: Service) -> Scraper:
         client_of=functools.partial(_scrape_client, egress, client, checked, in_process),
         limits=ScrapeLimits(**config.scrape_limits()),
         limiter=CapacityLimiter(config.ingest.workers),
+        on_pods=functools.partial(_record_pods, service.registry),
     )
     stack.push_async_callback(scraper.stop)
     return scraper
+
+
+def _record_pods(registry: Registry, target: Target, pods: list[PodTimes], ts_ms: int) -> None:
+    """The scraper's ``on_pods``: each pod's kube-state-metrics timestamps become a startup attempt of the
+    target's replica (``Startups.record_pod``; a pod shown Failed ends at this scrape's ``ts_ms``)."""
+    deployment_id, replica = target.label_dict["deployment_id"], target.label_dict["replica"]
+    for pod in pods:
+        failed_at = ts_ms if pod.failed else None
+        registry.startups.record_pod(deployment_id, replica, pod.uid, pod.marks, failed_at)
 
 
 def _limited(service: Service) -> Service:

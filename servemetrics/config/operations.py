@@ -87,13 +87,16 @@ class HealthConfig(Strict):
     """The gateway's health checks of replicas (docs/gateway.md "Health"; float seconds): ``interval``
     between two checks of a serving replica, ``timeout`` of one check, ``failures`` consecutive failed
     checks that fail an active replica (FAILED), and the backoff of a FAILED replica's checks:
-    ``recovery_backoff`` before the first, doubling after each failed one up to ``recovery_backoff_max``."""
+    ``recovery_backoff`` before the first, doubling after each failed one up to ``recovery_backoff_max``;
+    ``startup_stall_timeout``: a startup attempt neither ready nor ended this long after it began is
+    STALLED (docs/management.md "Startup times")."""
 
     interval: Annotated[Duration, bounded((0.05, "50ms"), (3600.0, "1h"))] = 2.0
     timeout: Annotated[Duration, bounded((0.01, "10ms"), (60.0, "1m"))] = 1.0
     failures: int = Field(default=2, ge=1, le=100)
     recovery_backoff: Annotated[Duration, bounded((0.05, "50ms"), (3600.0, "1h"))] = 1.0
     recovery_backoff_max: Annotated[Duration, bounded((0.05, "50ms"), (86400.0, "1d"))] = 60.0
+    startup_stall_timeout: Annotated[Duration, bounded((1.0, "1s"), (7 * 86400.0, "7d"))] = 900.0
 
     @model_validator(mode="after")
     def _check(self) -> HealthConfig:

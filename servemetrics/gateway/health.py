@@ -5,8 +5,9 @@ active replica whose ``failures`` consecutive checks fail (an error status, a re
 answer within ``timeout_s``) stops receiving requests at once and is marked FAILED in the registry,
 which records REPLICA_TERMINATED with the reason; its targets are then no longer scraped. A replica
 that was never healthy stays starting (it may be loading its model). A replica STARTING in the
-registry becomes ACTIVE there at its first good check. A replica terminated through the API leaves the
-registry's serving set, so its loop stops at the next refresh.
+registry becomes ACTIVE there at its first good check, which also ends its open startup attempt
+(``registry.startups``: registered -> first healthy check is its READINESS). A replica terminated through
+the API leaves the registry's serving set, so its loop stops at the next refresh.
 
 A FAILED replica (also one stored FAILED before this process started) is still checked, at the delays
 of ``Backoff`` (1 s doubling to 60 s by default); at its first good check it becomes ACTIVE in the
@@ -142,6 +143,7 @@ class Health:
                 if key not in self.active:
                     self.active.add(key)
                     self._on_change()
+                    await self._healthy(replica)
                     if replica.status == "STARTING":
                         await self._record(replica, "ACTIVE", None, ("STARTING",))
             elif key in self.active:
@@ -158,6 +160,14 @@ class Health:
                     await self._record(replica, "FAILED", problem, ("STARTING", "ACTIVE"))
                     return
             await asyncio.sleep(self.interval_s)
+
+    async def _healthy(self, replica: Replica) -> None:
+        """The replica passed a check after not being active: the end of its startup attempt if one is
+        open (``Startups.healthy``, at the registry clock's now: the clock of the replica's registration)."""
+        try:
+            await asyncio.to_thread(self._registry.startups.healthy, replica.deployment_id, replica.name)
+        except RegistryError as exc:  # pragma: no cover - deleted meanwhile
+            log.info("could not record the startup of %s: %s", replica.name, escape_log(str(exc)))
 
     async def _recover(self, replica: Replica) -> None:
         """Check a FAILED replica at the backoff's delays; at the first good check record it ACTIVE."""

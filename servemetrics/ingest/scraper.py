@@ -49,6 +49,7 @@ from servemetrics.ingest.exposition import (
     parse_exposition,
 )
 from servemetrics.ingest.kubelet_summary import SummaryError, is_summary, parse_summary
+from servemetrics.ingest.pod_times import PodTimes, pod_times
 from servemetrics.ingest.scrape_limits import (
     ACCEPT_ENCODING,
     ScrapeLimitError,
@@ -96,6 +97,8 @@ class ScrapeResult:
     """Custom series not kept, by reason (``adapters.custom.DROP_REASONS``)."""
     created: Callable[[], Mapping[SeriesKey, int]] = field(default=lambda: {}, repr=False, compare=False)
     """Canonical series key -> its family's creation time (epoch ms), computed at the first call."""
+    pods: list[PodTimes] = field(default_factory=list)
+    """The startup timestamps of the replica's pod (a kube-state-metrics target; ``ingest.pod_times``)."""
 
 
 def offset_s(url: str, interval_s: float) -> float:
@@ -143,13 +146,19 @@ def _parse(
 
 
 def _parse_and_adapt(
-    body: bytes, content_type: str | None, ts: int, labels: dict[str, str], limits: ScrapeLimits
-) -> tuple[ParseResult, Adapted]:
+    body: bytes,
+    content_type: str | None,
+    ts: int,
+    labels: dict[str, str],
+    limits: ScrapeLimits,
+    pods: bool = False,
+) -> tuple[ParseResult, Adapted, list[PodTimes]]:
     """``_parse``, ``adapt`` and the sample and label limits (run in a worker thread: a large exposition
     must not stall the event loop). The samples are adapted and counted while the body is parsed, so a
     scrape over ``sample_limit`` stops there (``scrape_limits.check_sample_count``) instead of parsing
     and holding the whole body (issue 12: a 100,000-series target). A replica's target keeps its
     unmapped series as custom metrics (``custom_limit``); ``Adapted.custom`` counts those not kept.
+    With ``pods``, also the replica's pod timestamps (``_pods_of``).
 
     Raises:
         ExpositionError / SummaryError as ``_parse`` does, ScrapeLimitError over a limit.
@@ -163,7 +172,13 @@ def _parse_and_adapt(
     parsed = _parse(body, content_type, ts, more)
     adapted.add(parsed.samples[adapted.fed :])
     check_samples(adapted.samples, limits)
-    return parsed, adapted
+    return parsed, adapted, _pods_of(parsed, labels) if pods else []
+
+
+def _pods_of(parsed: ParseResult, labels: Mapping[str, str]) -> list[PodTimes]:
+    """The replica's pod timestamps in a scrape of one of its targets (``[]`` for other targets)."""
+    replica = labels.get("replica")
+    return pod_times(parsed.samples, replica, parsed.created) if replica and labels.get("model_id") else []
 
 
 def _batch_before(samples: list[Sample], limit_ms: int) -> tuple[SampleBatch, int]:
@@ -195,6 +210,9 @@ class Scraper:
         timeout_s: the deadline of one whole scrape in seconds (default 10; capped at the interval).
         metrics: the service's own metrics, or None.
         limits: the limits of one scrape (``ScrapeLimits()`` by default; ``ingest.scrape_limits``).
+        on_pods: called with the target, its ``ScrapeResult.pods`` and the scrape's time (epoch ms) after
+            a good scrape of a replica's target that shows the replica's pod (kube-state-metrics), from
+            a worker thread; None: pods are not looked for.
         client_of: the client for a target's scrapes (default: ``client``), e.g. one whose connections
             the network policy checks for targets the config file does not declare.
         limiter: bounds the worker threads that parse and adapt scrapes (default: anyio's shared one).
@@ -210,8 +228,10 @@ class Scraper:
         client_of: Callable[[Target], httpx.AsyncClient] | None = None,
         limits: ScrapeLimits | None = None,
         limiter: anyio.CapacityLimiter | None = None,
+        on_pods: Callable[[Target, list[PodTimes], int], None] | None = None,
     ) -> None:
         self._client = client
+        self._on_pods = on_pods
         self._client_of = client_of or (lambda _: client)
         self._append = append
         self.interval_s = interval_s
@@ -244,6 +264,8 @@ class Scraper:
                 "dropped %d samples of %s timestamped over 10 minutes ahead", ahead, redact_url(target.url)
             )
         result.stored = await anyio.to_thread.run_sync(self._append, batch)
+        if result.pods and self._on_pods is not None:
+            await anyio.to_thread.run_sync(self._on_pods, target, result.pods, ts, limiter=self._limiter)
         self._observe(target, result, time.perf_counter() - started)
         return result
 
@@ -267,13 +289,14 @@ class Scraper:
     async def _fetch_and_parse(self, target: Target, ts: int) -> ScrapeResult:
         try:
             body, content_type = await self._fetch(target)
-            parsed, adapted = await anyio.to_thread.run_sync(
+            parsed, adapted, pods = await anyio.to_thread.run_sync(
                 _parse_and_adapt,
                 body,
                 content_type,
                 ts,
                 target.label_dict,
                 self.limits,
+                self._on_pods is not None,
                 limiter=self._limiter,
             )
         except (TimeoutError, httpx.TimeoutException) as exc:  # one read's timeout is the deadline too
@@ -292,6 +315,7 @@ class Scraper:
             samples=adapted.samples,
             created=created,
             custom_dropped=adapted.custom.dropped,
+            pods=pods,
         )
 
     def _failed(self, target: Target, reason: str) -> ScrapeResult:

@@ -28,6 +28,7 @@ from servemetrics.registry.replica_rows import (
     status_details,
     write_status,
 )
+from servemetrics.registry.startups import begin_lifecycle, end_open
 
 _AUTOSCALING_FIELDS = tuple(AUTOSCALING_RANGES)
 
@@ -327,14 +328,14 @@ class Deployments:
             self._must_deployment(model_id, deployment_id, conn)
             row = replica_row(conn, deployment_id, replica_id)
             if row is None:
+                at = self._core.at(at_ms)
                 conn.execute(
                     insert(t.replicas).values(
-                        deployment_id=deployment_id,
-                        name=replica_id,
-                        status=status,
-                        created_at_ms=self._core.at(at_ms),
+                        deployment_id=deployment_id, name=replica_id, status=status, created_at_ms=at
                     )
                 )
+                if status not in t.ENDED_REPLICA_STATUSES:
+                    begin_lifecycle(conn, deployment_id, replica_id, at)
                 row = replica_row(conn, deployment_id, replica_id)
             assert row is not None
             return replica_info(row, deployment_id)
@@ -362,6 +363,7 @@ class Deployments:
                 raise NotFound(f"deployment {deployment_id!r} has no replica {replica_id!r}")
             if row.status != "TERMINATED":
                 write_status(conn, row, "TERMINATED", at)
+                end_open(conn, deployment_id, replica_id, at)
                 details = status_details(row, "TERMINATED")
                 self._deployment_event(conn, model_id, "REPLICA_TERMINATED", at, deployment_id, details)
             row = replica_row(conn, deployment_id, replica_id)
@@ -412,6 +414,8 @@ class Deployments:
         """Write ``status`` and record the change into an ended status (FAILED, TERMINATED) as
         REPLICA_TERMINATED, out of one as REPLICA_RECOVERED (``tables.EVENT_KINDS``)."""
         write_status(conn, row, status, at)
+        if status in t.ENDED_REPLICA_STATUSES:
+            end_open(conn, deployment_id, row.name, at)
         if {status, row.status} & t.ENDED_REPLICA_STATUSES:
             details = status_details(row, status, reason=reason)
             ended = status in t.ENDED_REPLICA_STATUSES
@@ -424,7 +428,8 @@ class Deployments:
         """Register replica ``replica_id`` with scrape targets ``urls`` (kind ``replica``): create it
         ACTIVE, or update the one there (docs/management.md "Creating … replicas"): its targets become
         ``urls`` (those not listed are removed), and a FAILED or TERMINATED replica becomes ACTIVE again
-        (REPLICA_RECOVERED recorded, ``reason`` "registered again"). One transaction.
+        (REPLICA_RECOVERED recorded, ``reason`` "registered again"). A new or re-registered replica
+        starts a startup attempt (``startups.begin_lifecycle``). One transaction.
 
         Returns (the replica, True if it was created). NotFound if the model has no such deployment.
         """
@@ -439,8 +444,10 @@ class Deployments:
                         deployment_id=deployment_id, name=replica_id, status="ACTIVE", created_at_ms=at
                     )
                 )
+                begin_lifecycle(conn, deployment_id, replica_id, at)
             elif row.status in t.ENDED_REPLICA_STATUSES:
                 self._change_status(conn, model_id, deployment_id, row, "ACTIVE", at, "registered again")
+                begin_lifecycle(conn, deployment_id, replica_id, at)
             row = replica_row(conn, deployment_id, replica_id)
             assert row is not None
             replace_targets(conn, row.id, urls)

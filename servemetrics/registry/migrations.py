@@ -65,6 +65,10 @@ def _autoscaling_set_at(conn: Connection) -> None:
         conn.execute(text("ALTER TABLE deployments ADD COLUMN autoscaling_set_at_ms BIGINT"))
 
 
+def _startup_attempts(conn: Connection) -> None:
+    t.startup_attempts.create(conn, checkfirst=True)
+
+
 MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("0001_initial_tables", _initial),
     ("0002_api_key_pepper", _pepper),
@@ -72,6 +76,7 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("0004_trainer_deployments", _trainer_deployments),
     ("0005_target_in_flight_tokens", _target_in_flight_tokens),
     ("0006_autoscaling_set_at", _autoscaling_set_at),
+    ("0007_startup_attempts", _startup_attempts),
 ]
 
 

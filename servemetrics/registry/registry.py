@@ -24,6 +24,7 @@ from servemetrics.registry.deployments import Deployments
 from servemetrics.registry.environments import Environments
 from servemetrics.registry.events import Events
 from servemetrics.registry.records import TargetInfo
+from servemetrics.registry.startups import Startups
 from servemetrics.registry.tenancy import Tenancy
 from servemetrics.registry.trainers import Trainers
 from servemetrics.timeutil import wall_clock_ms
@@ -52,8 +53,9 @@ class Registry:
     """The registry over a SQLAlchemy ``engine``; pending migrations are applied on construction.
 
     Its parts: ``tenancy`` (organizations, API keys, models), ``deployments`` (deployments, replicas,
-    scrape targets), ``environments`` (environments, promotions, the serving timeline), ``events`` and
-    ``trainers`` (trainer deployments), all over one ``RegistryCore``.
+    scrape targets), ``environments`` (environments, promotions, the serving timeline), ``events``,
+    ``trainers`` (trainer deployments) and ``startups`` (replicas' startup attempts), all over one
+    ``RegistryCore``.
     """
 
     tenancy: Tenancy
@@ -61,6 +63,7 @@ class Registry:
     environments: Environments
     events: Events
     trainers: Trainers
+    startups: Startups
 
     def __init__(
         self, engine: Engine, clock: Callable[[], int] = wall_clock_ms, pepper: str | None = None
@@ -74,6 +77,7 @@ class Registry:
         self.environments = Environments(core)
         self.events = Events(core)
         self.trainers = Trainers(core)
+        self.startups = Startups(core)
 
     @classmethod
     def open(cls, url: str, clock: Callable[[], int] = wall_clock_ms, pepper: str | None = None) -> Registry:

@@ -303,3 +303,23 @@ trainer_targets = Table(
     Column("kind", String(30), nullable=False),
     UniqueConstraint("node_pk", "url", name="uq_trainer_targets_node_url"),
 )
+
+STARTUP_SOURCES = ("lifecycle", "kube_state")
+"""``startup_attempts.source``: what observed the attempt (``registry.startup_marks.PHASES``)."""
+
+startup_attempts = Table(
+    "startup_attempts",
+    METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("deployment_id", ForeignKey("deployments.id", ondelete="CASCADE"), nullable=False),
+    Column("replica", String(200), nullable=False),
+    Column("source", String(20), nullable=False),
+    Column("attempt_key", String(300), nullable=False),  # lifecycle: the start ms; kube_state: the pod uid
+    Column("started_at_ms", Ms, nullable=False),
+    Column("ready_at_ms", Ms, nullable=True),
+    Column("ended_at_ms", Ms, nullable=True),  # ended before ready (FAILED)
+    Column("marks", JSON, nullable=False),  # {mark name: epoch ms}
+    UniqueConstraint("deployment_id", "replica", "source", "attempt_key", name="uq_startup_attempts_key"),
+    Index("ix_startup_attempts_deployment_started", "deployment_id", "started_at_ms"),
+)
+"""Replica startup attempts (servemetrics/registry/startups.py; docs/management.md "Startup times")."""

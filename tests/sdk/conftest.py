@@ -11,7 +11,9 @@ The service holds organization acme (key `MANAGE`, WORKSPACE_MANAGE_ALL) with
   `e2` (2xA100), `e3` (CPU, replica `r1`), environment `staging` with no deployment (the tests add
   `canary` and `blue`);
 - trainer `t1` (sampler `m1`/`d1`), its leader node `n0` (GPU rank 0) scraped from the same exposition;
-and organization other (key `OTHER`) with model `m9`.
+and organization other (key `OTHER`) with model `m9`, whose deployment `x1` (`production`) has the two
+pods of a kube-state-metrics exposition (`tests/fixtures/kube_state_startups.prom`) as replicas, each
+scraping it (their startup timestamps).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from baseten.client import ManagementClient
 from baseten.client.managementapi import ApiClient
 
 from tests.apptools import auth
-from tests.conftest import SHARED
+from tests.conftest import REPO_ROOT, SHARED
 from tests.processes import (
     free_port,
     promoted,
@@ -44,6 +46,9 @@ from tests.processes import (
 MANAGE = "sdk-manage-key"
 OTHER = "sdk-other-key"
 DCGM = SHARED / "fixtures" / "exposition" / "dcgm_exporter_k8s_pod_sample.prom"
+KSM = REPO_ROOT / "tests" / "fixtures" / "kube_state_startups.prom"
+KSM_PODS = ("llm-7f9c-x2k4p", "llm-7f9c-q8n2m")
+"""The pods of `KSM`, each a replica of `x1` (its README row has their timestamps)."""
 COUNTS = (0, 3, 7, 2, 6)
 """The imported `baseten_inference_requests_total{status_code="200"}` of `r-hist`, 15 s apart: a reset
 at the 4th, so the increase is 3 + 4 + 2 + 4 = 13."""
@@ -61,11 +66,13 @@ class Service:
 
 
 def _exporter() -> tuple[ThreadingHTTPServer, int]:
-    """A real HTTP server on a free port answering every path with the DCGM fixture, in a thread."""
-    body = DCGM.read_bytes()
+    """A real HTTP server on a free port answering ``/ksm/metrics`` with the kube-state-metrics fixture
+    `KSM` and every other path with the DCGM fixture, in a thread."""
+    dcgm, ksm = DCGM.read_bytes(), KSM.read_bytes()
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+            body = ksm if self.path == "/ksm/metrics" else dcgm
             self.send_response(200)
             self.send_header("Content-Type", "text/plain; version=0.0.4")
             self.send_header("Content-Length", str(len(body)))
@@ -134,7 +141,14 @@ def _config(tmp: Path, port: int, exporter: str) -> None:
         {"name": "acme", "api_keys": [{"key": MANAGE, "type": "WORKSPACE_MANAGE_ALL"}]},
         {"name": "other", "api_keys": [{"key": OTHER, "type": "WORKSPACE_MANAGE_ALL"}]},
     ]
-    other_model = {"id": "m9", "name": "theirs", "organization": "other", "deployments": [{"id": "x1"}]}
+    pods = [{"id": pod, "targets": [f"{exporter}/ksm/metrics"]} for pod in KSM_PODS]
+    other_model = {
+        "id": "m9",
+        "name": "theirs",
+        "organization": "other",
+        "deployments": [{"id": "x1", "name": "pods", "replicas": pods}],
+        "environments": [promoted("production", "x1")],
+    }
     write_service_config(tmp, port, organizations, [llama, PLAYGROUND, other_model], loops=[trainer])
 
 
@@ -171,9 +185,9 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     try:
         wait_http(f"{base}/healthz")
         history = _import_history(base)
-        # the replica's and the trainer node's targets, each at least twice: 6 more scrapes of the two
-        # registry targets, which take turns on their fixed ticks
-        wait_for_scrapes(base, 6, source="registry")
+        # the replica's and the trainer node's targets, each at least twice: 12 more scrapes of the four
+        # registry targets (with x1's two), which take turns on their fixed ticks
+        wait_for_scrapes(base, 12, source="registry")
         with (
             ManagementClient(api_key=MANAGE, base_url_override=base) as mine,
             ManagementClient(api_key=OTHER, base_url_override=base) as theirs,

@@ -36,6 +36,7 @@ READERS = {"PERSONAL", "WORKSPACE_MANAGE_ALL", "WORKSPACE_EXPORT_METRICS"}
 MANAGERS = {"PERSONAL", "WORKSPACE_MANAGE_ALL"}
 INVOKERS = {"PERSONAL", "WORKSPACE_MANAGE_ALL", "WORKSPACE_INVOKE"}
 M = "/v1/models/m1"
+STARTUP_WINDOW = {"start_epoch_millis": 0, "end_epoch_millis": 1}
 
 
 def _write_body() -> bytes:
@@ -73,6 +74,11 @@ ROUTES = [
     Route("GET", f"{M}/events", "read", 200),
     Route("GET", f"{M}/histogram_bounds", "read", 200),
     Route("GET", f"{M}/engines", "read", 200),
+    *(
+        Route("GET", f"{M}/{scope}/startups{tail}", "read", 200, params=STARTUP_WINDOW)
+        for scope in ("deployments/d1", "environments/production")
+        for tail in ("", "/summary")
+    ),
     Route("GET", f"{M}/loops_deployments", "read", 200),
     Route("GET", "/v1/organization/gpu_usage", "read_org", 200),
     Route("GET", "/v1/loops/deployments", "read_org", 200),

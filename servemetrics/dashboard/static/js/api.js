@@ -75,6 +75,17 @@ export function createClient(key) {
         group_by: groupBy,
       });
     },
+    // startup attempts and their summary (the Startup time card); more: filters, sort, limit, cursor
+    startups: (model, scope, start, end, more) => {
+      const part = scope.type === "environment" ? "environments" : "deployments";
+      const path = `${m(model)}/${part}/${encodeURIComponent(scope.id)}/startups`;
+      return get(path, { start_epoch_millis: start, end_epoch_millis: end, ...more });
+    },
+    startupSummary: (model, scope, start, end) => {
+      const part = scope.type === "environment" ? "environments" : "deployments";
+      const path = `${m(model)}/${part}/${encodeURIComponent(scope.id)}/startups/summary`;
+      return get(path, { start_epoch_millis: start, end_epoch_millis: end });
+    },
     gpuUsage: (start, end, groupBy, gpuTypes) =>
       get("/v1/organization/gpu_usage", {
         start_epoch_millis: start,

@@ -19,6 +19,7 @@ import { buildPanels, byGroup, panelApplies, resolveLayout, toSaved } from "./pa
 import { defaultCustom, windowOf } from "./range.js";
 import { nonNullCount, panelData } from "./series.js";
 import { splitData, splitOptions } from "./split.js";
+import { createStartupCard } from "./startup-card.js";
 import * as storage from "./storage.js";
 
 const REFRESH_MS = 30_000;
@@ -65,6 +66,7 @@ export function createMetricsPage({ getClient, onError }) {
     splitAnswers: new Map(), // panel id -> the group_by answer of its metrics
   };
   const overlay = createOverlay($("tooltip"));
+  const startupCard = createStartupCard($("startup-card"));
   const customize = createCustomize($("customize"), {
     onChange: (layout) => {
       s.layout = layout;
@@ -241,6 +243,7 @@ export function createMetricsPage({ getClient, onError }) {
       el.graphs.setAttribute("aria-busy", "true");
     }
     const client = getClient();
+    startupCard.load(client, s.model, s.scope, win); // its errors stay in the card
     try {
       const enginesCall = client.engines(s.model, s.scope);
       if (s.engines === null) {
