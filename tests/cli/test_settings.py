@@ -104,6 +104,6 @@ def test_local_time_in_a_real_process(served: Served) -> None:
     )
     assert (proc.returncode, proc.stdout) == (
         0,
-        "METRIC                   VALUE\nbaseten_replicas_active  1\n",
+        "METRIC                   VALUE\nbaseten_replicas_active      1\n",
     ), proc.stderr
     assert proc.stderr == "Window: 2026-01-01T05:30:00+05:30 → 2026-01-01T06:00:00+05:30 (30m)\n"
