@@ -20,3 +20,16 @@ def error_response(status: int, message: str, retry_after_s: int | None = None) 
         status_code=status,
         headers={"Retry-After": str(retry_after_s)},
     )
+
+
+def replica_failed(replica: str, deployment_id: str, exc: Exception, unreachable: bool) -> JSONResponse:
+    """The 502 of a replica the gateway could not use: ``unreachable`` (the network policy or the
+    connection blocked it, ``proxy.Blocked``) or failed mid-request (``proxy.UpstreamError``). The HTTP
+    and the WebSocket paths answer with it alike."""
+    what = "is not reachable" if unreachable else "failed"
+    return error_response(502, f"replica {replica!r} of {deployment_id!r} {what}: {exc}")
+
+
+def no_active_replica(deployment_id: str) -> JSONResponse:
+    """The 503 (``Retry-After: 1``) when every replica of ``deployment_id`` was tried or none is active."""
+    return error_response(503, f"deployment {deployment_id!r} has no active replica", 1)

@@ -24,6 +24,7 @@ from starlette.responses import Response
 
 from servemetrics.gateway.backpressure import Full, Gate
 from servemetrics.gateway.errors import error_response as error
+from servemetrics.gateway.errors import no_active_replica, replica_failed
 from servemetrics.gateway.health import Backoff, Health
 from servemetrics.gateway.metrics import DeploymentGauges, DeploymentLabels, GatewayMetrics
 from servemetrics.gateway.proxy import Blocked, Refused, Relay, Upstream, UpstreamError, request_headers
@@ -417,16 +418,12 @@ class Gateway:
                 return relay
             except Refused:
                 tried.add(replica.name)
-            except Blocked as exc:
-                return attempt.answer(
-                    error(502, f"replica {replica.name!r} of {dep_id!r} is not reachable: {exc}")
-                )
-            except UpstreamError as exc:
-                return attempt.answer(error(502, f"replica {replica.name!r} of {dep_id!r} failed: {exc}"))
+            except (Blocked, UpstreamError) as exc:
+                return attempt.answer(replica_failed(replica.name, dep_id, exc, isinstance(exc, Blocked)))
             finally:
                 if relay is None:  # else the relay's done() gives the replica back
                     self.release(key)
-        return attempt.answer(error(503, f"deployment {dep_id!r} has no active replica", 1))
+        return attempt.answer(no_active_replica(dep_id))
 
     def pick(self, dep_id: str, tried: set[str]) -> Replica | None:
         """The active replica with the fewest outstanding requests (ties at random), not in ``tried``

@@ -29,7 +29,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus
 from websockets.typing import Subprotocol
 
-from servemetrics.gateway.errors import error_response as error
+from servemetrics.gateway.errors import no_active_replica, replica_failed
 from servemetrics.gateway.proxy import Blocked, Refused, UpstreamError, request_headers, response_headers
 from servemetrics.netpolicy import NetPolicy
 from servemetrics.netpolicy import Refused as PolicyRefused
@@ -227,16 +227,12 @@ async def _open(
             tried.add(replica.name)
         except Denied as exc:
             return attempt.answer(exc.response)
-        except Blocked as exc:
-            return attempt.answer(
-                error(502, f"replica {replica.name!r} of {dep_id!r} is not reachable: {exc}")
-            )
-        except UpstreamError as exc:
-            return attempt.answer(error(502, f"replica {replica.name!r} of {dep_id!r} failed: {exc}"))
+        except (Blocked, UpstreamError) as exc:
+            return attempt.answer(replica_failed(replica.name, dep_id, exc, isinstance(exc, Blocked)))
         finally:
             if opened is None:  # else attempt.closed() gives the replica back
                 gateway.release(key)
-    return attempt.answer(error(503, f"deployment {dep_id!r} has no active replica", 1))
+    return attempt.answer(no_active_replica(dep_id))
 
 
 async def relay(websocket: WebSocket, upstream: ClientConnection) -> int:
