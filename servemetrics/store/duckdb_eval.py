@@ -383,9 +383,10 @@ def _raw_increases(
     value = _range_sum_ext(deltas.d_ext, first, end)
     pairs = (end - first) - deltas.uncounted_in(first, end)
     # a pair ending on the value set's start lies before it: it gives the value set no data
-    head = np.minimum(first, max(stream.ts.size - 1, 0))
-    on_start = (end > first) & (stream.ts[head] == _starts(ev.sel)[value_set]) & deltas.near[head]
-    _accumulate(total, count, cell, value, pairs - on_start)
+    if stream.ts.size:  # none: every sample read was a stale marker (a series that left its target)
+        head = np.minimum(first, stream.ts.size - 1)
+        pairs = pairs - ((end > first) & (stream.ts[head] == _starts(ev.sel)[value_set]) & deltas.near[head])
+    _accumulate(total, count, cell, value, pairs)
 
 
 def _edge_parts(

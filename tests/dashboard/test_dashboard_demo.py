@@ -46,7 +46,10 @@ class Demo:
             f"{self.base}/v1/models/{MODEL}/environments/production/metrics",
             params={**params, "metrics": names},
         )
-        resp.raise_for_status()
+        if resp.status_code != 200:  # the traceback of a 500 is in the server's log, not the demo's output
+            serve_log = self.log.parent / "d" / "logs" / "servemetrics-serve.log"
+            tail = serve_log.read_text()[-6000:] if serve_log.exists() else "(no server log)"
+            raise AssertionError(f"{resp.status_code} {resp.text[:500]}\n{tail}")
         return resp.json()
 
 

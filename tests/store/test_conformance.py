@@ -80,6 +80,21 @@ def test_mean_last_staleness_and_group_by(store: Store) -> None:
     assert last[()] == [Cell(8.0, 2), None]  # latest within 5 min of the end; stale -> None
 
 
+def test_a_series_whose_only_samples_in_the_window_are_stale_markers(store: Store) -> None:
+    """A replica that left its target has nothing but its stale marker in the window: it gives no data to
+    any reducer, and the other series' answer is unchanged (INCREASE raised IndexError here, a 500 on
+    the demo's production graphs right after a replica stopped)."""
+    store.append(batch(REQ, D1, [(T0 + 30_000, float("nan"))]))
+    alone = vs(0, 60, frozenset({"d1"}))
+    for reducer in Reducer:
+        assert store.select(sel(REQ, reducer, alone, lookback_ms=5 * MIN)) == {(): [None]}, reducer
+    store.append(
+        batch(REQ, {**D1, "deployment_id": "d2", "replica": "d2-r0"}, [(T0, 0.0), (T0 + 30_000, 6.0)])
+    )
+    got = store.select(sel(REQ, Reducer.INCREASE, alone, vs(0, 60), vs(60, 120)))
+    assert got[()] == [None, Cell(pytest.approx(6.0), 1), None]
+
+
 def test_deployments_of_the_value_set_only(store: Store) -> None:
     store.append(batch("util", D1, [(T0, 1.0)]))
     store.append(batch("util", {"model_id": "m1"}, [(T0, 9.0)]))  # no deployment_id: never counted
