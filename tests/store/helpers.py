@@ -56,7 +56,8 @@ def random_points(
     rng: np.random.Generator, kind: str, start: int, hours: float
 ) -> tuple[np.ndarray, np.ndarray]:
     """Samples of one series: a 15 s grid with jitter, gaps, counter resets or gauge noise, and a few
-    stale markers (NaN); now and then the counter is re-created during its gap (a drop after it)."""
+    stale markers (NaN); now and then the counter is re-created during its gap (a drop after it), and now
+    and then the series ends early with a stale marker (its replica left the target)."""
     n = int(hours * 240)
     ts = start + np.arange(n, dtype=np.int64) * 15_000
     if rng.random() < 0.5:
@@ -78,6 +79,10 @@ def random_points(
         vals = np.round(vals, 2)
     if ts.size:
         vals[rng.integers(0, ts.size, 3)] = STALE_NAN  # markers: no value for any reducer but LAST
+    if ts.size > 2 and rng.random() < 0.3:  # the replica left its target: a marker after its last sample
+        end = int(rng.integers(1, ts.size))
+        ts, vals = ts[: end + 1].copy(), vals[: end + 1].copy()
+        vals[end] = STALE_NAN
     return ts, vals
 
 
