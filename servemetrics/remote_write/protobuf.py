@@ -1,27 +1,28 @@
 """Prometheus remote_write 1.0: snappy (block format) + protobuf ``prometheus.WriteRequest``.
 
-The protobuf classes are built at import time from a ``FileDescriptorProto`` (no protoc step, no
-generated files). Only the fields we use are declared (``timeseries.labels``, ``timeseries.samples``);
-others (metadata, exemplars, native histograms) are skipped by the protobuf parser.
+Bodies are decoded by ``wire.py`` (the wire format walked per series, samples as numpy arrays). The
+``WriteRequest`` class, built at import time from a ``FileDescriptorProto`` (no protoc step, no generated
+files), encodes ``Sample`` rows and is the reference decoder of the tests. Only the fields we use are
+declared (``timeseries.labels``, ``timeseries.samples``); others (metadata, exemplars, native
+histograms) are skipped by both decoders.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from itertools import groupby
 
 import cramjam
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-from google.protobuf.message import DecodeError
 
-from servemetrics.samples import Sample, is_stale_nan
-from servemetrics.types import labels_of
+from servemetrics.remote_write.wire import WireError, decode_batch
+from servemetrics.samples import Sample, SampleBatch
 
 __all__ = [
     "RemoteWriteError",
     "RemoteWriteTooLarge",
     "WriteRequest",
+    "decode_write_batch",
     "decode_write_request",
     "declared_length",
     "encode_write_request",
@@ -89,11 +90,11 @@ WriteRequest = _build_write_request()
 """The runtime-built ``prometheus.WriteRequest`` protobuf message class."""
 
 
-def decode_write_request(body: bytes, max_decoded_bytes: int | None = None) -> list[Sample]:
-    """Decode a remote_write 1.0 body into samples (``__name__`` becomes ``Sample.name``); non-finite
-    values are dropped, except a sender's stale marker (``samples.STALE_NAN``, bit for bit). With
-    ``max_decoded_bytes``, the length the snappy header declares is checked before anything is
-    decompressed (a 7-byte body may declare 4 GiB).
+def decode_write_batch(body: bytes, max_decoded_bytes: int | None = None) -> SampleBatch:
+    """Decode a remote_write 1.0 body into a ``SampleBatch`` (``wire.decode_batch``: ``__name__`` is the
+    series name, samples in body order); non-finite values are dropped, except a sender's stale marker
+    (``samples.STALE_NAN``, bit for bit). With ``max_decoded_bytes``, the length the snappy header
+    declares is checked before anything is decompressed (a 7-byte body may declare 4 GiB).
 
     Raises:
         RemoteWriteTooLarge: the declared decompressed length is over ``max_decoded_bytes``.
@@ -109,24 +110,15 @@ def decode_write_request(body: bytes, max_decoded_bytes: int | None = None) -> l
         raw = bytes(cramjam.snappy.decompress_raw(body))
     except Exception as exc:  # cramjam raises its own DecompressionError
         raise RemoteWriteError(f"body is not snappy block-compressed: {exc}") from exc
-    request = WriteRequest()
     try:
-        request.ParseFromString(raw)
-    except DecodeError as exc:
-        raise RemoteWriteError(f"body is not a prometheus.WriteRequest protobuf: {exc}") from exc
-    out: list[Sample] = []
-    for i, series in enumerate(request.timeseries):
-        labels = {lb.name: lb.value for lb in series.labels}
-        name = labels.pop("__name__", "")
-        if not name:
-            raise RemoteWriteError(f"time series {i} has no __name__ label")
-        key = labels_of(labels)
-        out.extend(
-            Sample(name, key, s.value, s.timestamp)
-            for s in series.samples
-            if math.isfinite(s.value) or is_stale_nan(s.value)  # a sender's stale marker is kept
-        )
-    return out
+        return decode_batch(raw)
+    except WireError as exc:
+        raise RemoteWriteError(str(exc)) from None
+
+
+def decode_write_request(body: bytes, max_decoded_bytes: int | None = None) -> list[Sample]:
+    """``decode_write_batch`` as ``Sample`` rows, in body order (for splitting a refused body, and tests)."""
+    return list(decode_write_batch(body, max_decoded_bytes).samples())
 
 
 def encode_write_request(samples: Iterable[Sample]) -> bytes:

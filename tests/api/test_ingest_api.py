@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from fastapi.testclient import TestClient
 
+from servemetrics.api.routes.ingest import _checked_buckets
 from servemetrics.api.service import remove_import_spools
 from servemetrics.remote_write import encode_write_request
-from servemetrics.samples import Sample
+from servemetrics.samples import Sample, SampleBatch
 from servemetrics.types import labels_of
 from tests.api.conftest import Serve
 from tests.apptools import auth, org
@@ -202,3 +203,16 @@ def test_a_start_removes_the_import_spools_a_kill_left_and_nothing_else(tmp_path
         (tmp_path / name).write_text("x")
     assert remove_import_spools(tmp_path) == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["backfill.om", "samples.duckdb", "tmpabc.om"]
+
+
+def test_remote_write_bucket_bounds_are_normalised_and_series_that_become_one_merge():
+    """le="1" and le="1.0" are one series once normalised (exposition.normalise_le); "+inf" is "+Inf"."""
+    name = "baseten_end_to_end_response_time_seconds_bucket"
+    rows = [
+        Sample(name, labels_of({"le": "1"}), 2.0, T0),
+        Sample(name, labels_of({"le": "1.0"}), 5.0, T0 + 15_000),
+        Sample(name, labels_of({"le": "+inf"}), 7.0, T0),
+    ]
+    got = _checked_buckets(SampleBatch.from_samples(rows))
+    assert got.series == [(name, (("le", "1.0"),)), (name, (("le", "+Inf"),))]
+    assert got.series_index.tolist() == [0, 0, 1] and got.values.tolist() == [2.0, 5.0, 7.0]

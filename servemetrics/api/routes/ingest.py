@@ -9,9 +9,9 @@ stored.
 from __future__ import annotations
 
 import tempfile
-from collections import defaultdict
 from typing import Annotated
 
+import numpy as np
 from fastapi import APIRouter, Query, Request, Response
 
 from servemetrics.api.deps import (
@@ -25,27 +25,16 @@ from servemetrics.api.deps import (
 from servemetrics.api.errors import ApiError, bad_request
 from servemetrics.api.ingest_limits import check_sample_count, count_sample_lines
 from servemetrics.api.service import IMPORT_SPOOL, Service
-from servemetrics.ingest.adapters import adapt
+from servemetrics.ingest.adapters.columnar import adapt_batch_by_target
 from servemetrics.ingest.backfill import BackfillError, iter_backfill
 from servemetrics.ingest.exposition import normalise_le
 from servemetrics.labels import TARGET_LABELS
 from servemetrics.registry import KeyInfo, Registry
-from servemetrics.remote_write import RemoteWriteError, RemoteWriteTooLarge, decode_write_request
-from servemetrics.samples import MAX_FUTURE_MS, Sample, SampleBatch
-from servemetrics.types import Labels, labels_of
+from servemetrics.remote_write import RemoteWriteError, RemoteWriteTooLarge, decode_write_batch
+from servemetrics.samples import MAX_FUTURE_MS, SampleBatch
+from servemetrics.types import Labels, SeriesKey, labels_of
 
 router = APIRouter(tags=["ingest"])
-
-
-def _adapt_by_target(samples: list[Sample]) -> list[Sample]:
-    groups: dict[Labels, list[Sample]] = defaultdict(list)
-    for s in samples:
-        lab = dict(s.labels)
-        groups[tuple((k, lab.get(k, "")) for k in TARGET_LABELS)].append(s)
-    out: list[Sample] = []
-    for target, group in groups.items():
-        out.extend(adapt(group, dict(target)))
-    return out
 
 
 def _series_text(name: str, labels: dict[str, str]) -> str:
@@ -53,22 +42,21 @@ def _series_text(name: str, labels: dict[str, str]) -> str:
     return name + "{" + ",".join(f'{k}="{v}"' for k, v in zip(labels, quoted, strict=True)) + "}"
 
 
-def _checked_buckets(samples: list[Sample]) -> list[Sample]:
-    """Samples with every ``le`` written by ``exposition.normalise_le``, the scraper's and the importer's
-    normaliser (``1`` -> ``1.0``, ``+inf`` -> ``+Inf``); each series is normalised once.
+def _checked_buckets(batch: SampleBatch) -> SampleBatch:
+    """``batch`` with every ``le`` written by ``exposition.normalise_le``, the scraper's and the importer's
+    normaliser (``1`` -> ``1.0``, ``+inf`` -> ``+Inf``); once per series, and series that become one
+    (``le="1"`` and ``le="1.0"``) are merged.
 
     Raises:
         RemoteWriteError: a ``_bucket`` series without ``le``, or an ``le`` that is not a number
             (``series NAME{…}: bucket bound le='…' is not a number``).
     """
-    canonical: dict[tuple[str, Labels], Labels] = {}
-    out = []
-    for s in samples:
-        labels = canonical.get((s.name, s.labels))
-        if labels is None:
-            labels = canonical[(s.name, s.labels)] = _canonical_le(s.name, s.labels)
-        out.append(s if labels is s.labels else Sample(s.name, labels, s.value, s.ts_ms))
-    return out
+    keys = [(name, _canonical_le(name, labels)) for name, labels in batch.series]
+    if all(new[1] is old[1] for new, old in zip(keys, batch.series, strict=True)):
+        return batch
+    index: dict[SeriesKey, int] = {}
+    remap = np.array([index.setdefault(k, len(index)) for k in keys], dtype=np.uint32)
+    return SampleBatch(list(index), remap[batch.series_index], batch.ts_ms, batch.values)
 
 
 def _canonical_le(name: str, labels: Labels) -> Labels:
@@ -96,8 +84,13 @@ def _not_ahead(batch: SampleBatch, now_ms: int) -> SampleBatch:
     return batch
 
 
-def _check_owner(registry: Registry, key: KeyInfo, samples: list[Sample]) -> None:
-    ids = {(dict(s.labels).get("model_id", ""), dict(s.labels).get("deployment_id", "")) for s in samples}
+def _check_owner(registry: Registry, key: KeyInfo, series: list[SeriesKey]) -> None:
+    """400 unless every series names a deployment (not an alias) of a model of the caller's organization
+    (404 for one it cannot see, as ``resolve_deployment``)."""
+    ids = set()
+    for _, labels in series:
+        lab = dict(labels)
+        ids.add((lab.get("model_id", ""), lab.get("deployment_id", "")))
     for model_id, deployment_id in sorted(ids):
         if not model_id or not deployment_id:
             raise bad_request(
@@ -117,16 +110,14 @@ def _store_write(service: Service, registry: Registry, key: KeyInfo, body: bytes
     stored. Raises ``ApiError`` 413 / 400 as the route documents."""
     limit = service.config.limits.remote_write_body_bytes
     try:
-        samples = _checked_buckets(decode_write_request(body, limit))
+        batch = _checked_buckets(decode_write_batch(body, limit))
     except RemoteWriteTooLarge as exc:
         raise ApiError(413, str(exc)) from exc
     except RemoteWriteError as exc:
         raise bad_request(f"not a usable remote_write 1.0 body: {exc}") from exc
-    check_sample_count(
-        len(samples), service.config.limits.remote_write_samples, "limits.remote_write_samples"
-    )
-    _check_owner(registry, key, samples)
-    return service.append(_not_ahead(SampleBatch.from_samples(_adapt_by_target(samples)), service.clock()))
+    check_sample_count(len(batch), service.config.limits.remote_write_samples, "limits.remote_write_samples")
+    _check_owner(registry, key, batch.series)
+    return service.append(_not_ahead(adapt_batch_by_target(batch, TARGET_LABELS), service.clock()))
 
 
 @router.post("/api/v1/write", status_code=204)
