@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import struct
 import threading
+from collections.abc import Callable
 
 import numpy as np
 
@@ -32,6 +33,9 @@ __all__ = ["LABEL_CACHE_SIZE", "LabelCache", "WireError", "decode_batch"]
 LABEL_CACHE_SIZE = 200_000
 """Raw label encodings kept by the default ``LabelCache`` (a few hundred bytes each, ~100 MB when full)."""
 
+_ONE_SAMPLE = 18
+"""Bytes of one ``samples`` field with a value and a timestamp of 6 varint bytes (epoch ms from 1971 to
+2109): the last field of most series in a sender's body."""
 _STALE_BITS = np.uint64(0x7FF0000000000002)
 _EXP_MASK = np.uint64(0x7FF0000000000000)
 
@@ -56,10 +60,8 @@ class LabelCache:
         self._size = size
         self._keys: dict[bytes, tuple[str, Labels]] = {}
         self._lock = threading.Lock()
-
-    def get(self, raw: bytes) -> tuple[str, Labels] | None:
-        """The decoded labels of ``raw``, or None."""
-        return self._keys.get(raw)
+        self.get: Callable[[bytes], tuple[str, Labels] | None] = self._keys.get
+        """The decoded labels of raw label bytes, or None (the dict's own ``get``: the hot path)."""
 
     def put(self, raw: bytes, key: tuple[str, Labels]) -> None:
         """Remember ``key`` for ``raw`` (emptying the cache first when it is full)."""
@@ -338,17 +340,29 @@ def _walk_request(raw: bytes, series: _Series, cache: LabelCache) -> None:
         if wire_type != 2 or field != 1:
             pos = _skip(raw, pos, wire_type)
             continue
-        size, pos = _varint(raw, pos)
+        size = raw[pos]
+        if size < 0x80:
+            pos += 1
+        else:
+            size, pos = _varint(raw, pos)
         end = pos + size
         if end > n:
             raise _malformed(f"time series {len(keys)} is truncated")
-        at = _labels_end(raw, pos, end)
-        label_bytes = raw[pos:at]
-        key = cache.get(label_bytes)
+        key = None
+        at = end - _ONE_SAMPLE
+        if at > pos and raw[at] == 0x12 and raw[at + 1] == _ONE_SAMPLE - 2:
+            # one sample of the usual size last: try the bytes before it as a cached labels region
+            # (a cached region ends where its own walk ends, and 0x12 is not a label's tag: if they
+            # are cached, they are this series' labels)
+            key = cache.get(raw[pos:at])
         if key is None:
-            key = _new_key(raw, pos, at, end, len(keys), series)
-            if key is not None:
-                cache.put(label_bytes, key)
+            at = _labels_end(raw, pos, end)
+            label_bytes = raw[pos:at]
+            key = cache.get(label_bytes)
+            if key is None:
+                key = _new_key(raw, pos, at, end, len(keys), series)
+                if key is not None:
+                    cache.put(label_bytes, key)
         keys.append(key or ("", ()))
         starts.append(pos)
         tails.append(at)

@@ -87,6 +87,33 @@ def test_random_bodies_equal_the_reference(seed: int) -> None:
     assert outcome(ours, raw) == outcome(reference, raw)
 
 
+def test_a_cache_shared_by_many_bodies_gives_the_reference_answers() -> None:
+    """Series seen before are looked up by their label bytes (the one-sample guess included), among
+    bodies that share series, change their sample counts and values, and carry a repeated series."""
+    cache = LabelCache()
+    keys = [("req_total", labels_of({"model_id": "m1", "replica": f"r{i}"})) for i in range(30)]
+    rng = np.random.default_rng(11)
+    for _ in range(20):
+        n = int(rng.integers(1, 90))
+        batch = SampleBatch(
+            keys,
+            rng.integers(0, 30, n).astype(np.uint32),
+            T0 + rng.integers(0, 4, n) * 15_000,
+            np.where(rng.random(n) < 0.3, 0.0, rng.random(n)),
+        )
+        raw, _ = encode_batch(batch)
+        again = SampleBatch(keys[:1], np.zeros(1, np.uint32), np.array([T0 + 1]), np.ones(1))
+        raw += encode_batch(again)[0]  # concatenated requests are one: r0 twice in the body
+        got = decode_batch(raw, cache)
+        rows = [
+            (got.series[i][0], got.series[i][1], t, struct.pack("<d", v))
+            for i, t, v in zip(
+                got.series_index.tolist(), got.ts_ms.tolist(), got.values.tolist(), strict=True
+            )
+        ]
+        assert rows == reference(raw)
+
+
 def test_numpy_encoded_batches_equal_the_reference() -> None:
     rng = np.random.default_rng(7)
     keys = [("req_total", labels_of({"model_id": "m1", "replica": f"r{i}"})) for i in range(50)]
