@@ -30,6 +30,7 @@ from servemetrics.api.auth_limit import FailedAuthLimiter, unlimited
 from servemetrics.api.export_limit import ExportRateLimit
 from servemetrics.api.export_view import SnapshotCache
 from servemetrics.api.ingest_pool import IngestPool
+from servemetrics.api.read_pool import ReadPool
 from servemetrics.api.series_limit import ActiveSeries
 from servemetrics.config import Config, apply_config, egress_of, engine_options, key_pepper
 from servemetrics.gateway import Gateway, GatewayOptions
@@ -90,6 +91,7 @@ class Service:
         series_limit: active series per organization (``limits.series_per_organization``; by default
             none): every ingest path passes its batches through ``series_limit.admit``.
         ingest: the worker threads and queue of pushed bodies (config ``ingest``).
+        reads: the worker threads that compute metrics answers, with single-flight (config ``reads``).
         engines: engine detection per model, cached (``query.engines``; ``GET .../engines``).
         export_limit: ``GET /metrics`` requests per organization per minute (platform-facts §2).
         exports: the export's snapshot per organization (``api/export_view.SnapshotCache``).
@@ -108,6 +110,7 @@ class Service:
     api_limiter: ApiRateLimiter = field(default_factory=api_limit.unlimited)
     series_limit: ActiveSeries = field(default_factory=lambda: ActiveSeries(0, lambda _: None, wall_clock_ms))
     ingest: IngestPool = field(default_factory=lambda: IngestPool(2, 4, 5.0))
+    reads: ReadPool = field(default_factory=lambda: ReadPool(2))
     engines: EngineCache = field(default_factory=EngineCache)
     export_limit: ExportRateLimit = field(default_factory=lambda: ExportRateLimit(wall_clock_ms))
     exports: SnapshotCache = field(default_factory=lambda: SnapshotCache(wall_clock_ms))
@@ -332,6 +335,7 @@ def _limited(service: Service) -> Service:
     )
     pushed = config.ingest
     service.ingest = IngestPool(pushed.workers, pushed.queue, pushed.retry_after, service.metrics)
+    service.reads = ReadPool(config.reads.workers)
     service.export_limit, service.exports = ExportRateLimit(clock), SnapshotCache(clock)
     return service
 

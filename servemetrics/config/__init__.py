@@ -9,11 +9,12 @@ the scrape limits ``body_size_limit`` [64MiB], ``sample_limit`` [1000000], ``lab
 tenant-supplied URLs may lead, docs/security.md), ``limits`` (request body sizes, samples per push request,
 active series per organization), ``auth_rate_limit`` [failures: 30, window: 60s], ``api_rate_limit``
 [per_second: 100, activate_per_minute: 20, retry_per_minute: 10], ``ingest`` [workers: 2, queue: 4,
-retry_after: 5s], ``server`` [header_timeout: 10s, keep_alive_timeout: 5s, limit_concurrency: 2048],
-``health`` [interval: 2s, timeout: 1s, failures: 2, recovery_backoff: 1s, recovery_backoff_max: 60s],
-``gateway`` [server_timing_metric: inference] and ``key_pepper_file`` (or ``$SERVEMETRICS_KEY_PEPPER``).
-Durations are seconds (``15``) or a number with a unit ``ms s m h d`` (``15s``, ``15d``) and are held as
-float seconds. Every mistake raises ``ConfigError`` naming the key and what to write instead.
+retry_after: 5s], ``reads`` [workers: 2], ``server`` [header_timeout: 10s, keep_alive_timeout: 5s,
+limit_concurrency: 2048], ``health`` [interval: 2s, timeout: 1s, failures: 2, recovery_backoff: 1s,
+recovery_backoff_max: 60s], ``gateway`` [server_timing_metric: inference] and ``key_pepper_file`` (or
+``$SERVEMETRICS_KEY_PEPPER``). Durations are seconds (``15``) or a number with a unit ``ms s m h d``
+(``15s``, ``15d``) and are held as float seconds. Every mistake raises ``ConfigError`` naming the key and
+what to write instead.
 
 Modules: ``model`` (the pydantic models), ``validators`` (the value checks), ``load`` (YAML and the
 error renderer), ``apply`` (into the registry, and the ``store`` key for the store).

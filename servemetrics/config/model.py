@@ -28,6 +28,7 @@ from servemetrics.config.operations import (
     LimitsConfig,
     MiB,
     NetworkConfig,
+    ReadsConfig,
     ServerConfig,
 )
 from servemetrics.config.validators import (
@@ -358,6 +359,7 @@ class Config(Strict):
     auth_rate_limit: AuthRateLimitConfig = AuthRateLimitConfig()
     api_rate_limit: ApiRateLimitConfig = ApiRateLimitConfig()
     ingest: IngestConfig = IngestConfig()
+    reads: ReadsConfig = ReadsConfig()
     server: ServerConfig = ServerConfig()
     health: HealthConfig = HealthConfig()
     gateway: GatewayConfig = GatewayConfig()

@@ -1,5 +1,5 @@
 """The operator's policies and limits of the config file: ``network``, ``limits``, ``auth_rate_limit``,
-``api_rate_limit``, ``ingest``, ``server``, ``health`` and ``gateway`` (docs/configuration.md,
+``api_rate_limit``, ``ingest``, ``reads``, ``server``, ``health`` and ``gateway`` (docs/configuration.md,
 docs/security.md). Sizes are bytes, durations float seconds."""
 
 from __future__ import annotations
@@ -70,6 +70,14 @@ class IngestConfig(Strict):
     workers: int = Field(default=2, ge=1, le=64)
     queue: int = Field(default=4, ge=0, le=1000)
     retry_after: Annotated[Duration, bounded((1.0, "1s"), (3600.0, "1h"))] = 5.0
+
+
+class ReadsConfig(Strict):
+    """The worker threads that compute metrics answers (``api.read_pool.ReadPool``): ``workers`` at
+    once, the rest waiting in arrival order; identical concurrent requests with a fixed window share one
+    answer."""
+
+    workers: int = Field(default=2, ge=1, le=64)
 
 
 class ServerConfig(Strict):

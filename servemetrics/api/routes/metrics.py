@@ -6,14 +6,21 @@ Both answer ``GetModelMetricsResponseV1``; the query semantics are in ``docs/que
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import BeforeValidator
 
-from servemetrics.api.deps import ReadModel, RegistryDep, ServiceDep, resolve_deployment, resolve_environment
+from servemetrics.api.deps import (
+    DEPLOYMENT_ALIASES,
+    ReadModel,
+    RegistryDep,
+    ServiceDep,
+    resolve_deployment,
+    resolve_environment,
+)
 from servemetrics.api.params import reject_unknown_params
 from servemetrics.api.schemas import MetricsResponse, metrics_response
 from servemetrics.api.service import Service
@@ -22,6 +29,7 @@ from servemetrics.query.custom import custom_metric
 from servemetrics.query.execute import execute
 from servemetrics.query.plan import build_plan
 from servemetrics.query.windows import Mode
+from servemetrics.registry.records import ModelInfo
 from servemetrics.timeutil import MAX_TS_MS, Timeline
 
 router = APIRouter(tags=["metrics"])
@@ -101,24 +109,44 @@ def _answer(
     return metrics_response(result)
 
 
+def _flight(scope: str, model: ModelInfo, name: str, p: MetricsParams) -> Hashable | None:
+    """The single-flight key of a request (``ReadPool``): everything its answer depends on; None (not
+    shared) unless both ends of its window are given."""
+    if p.start_epoch_millis is None or p.end_epoch_millis is None:
+        return None
+    metrics = None if p.metrics is None else tuple(p.metrics)
+    window = (p.mode, p.start_epoch_millis, p.end_epoch_millis, metrics, p.group_by)
+    return (scope, model.organization_id, model.id, name, window)
+
+
 @router.get("/v1/models/{model_id}/environments/{env_name}/metrics", response_model=MetricsResponse)
-def environment_metrics(
+async def environment_metrics(
     service: ServiceDep, registry: RegistryDep, model: ReadModel, env_name: str, params: Params
 ) -> MetricsResponse:
     """Metrics aggregated across every deployment that served the environment, split at promotions."""
-    env = resolve_environment(registry, model, env_name)
-    return _answer(
-        service,
-        model.id,
-        params,
-        lambda s, e: registry.environments.serving_timeline(model.id, env.name, s, e),
-    )
+
+    def answer() -> MetricsResponse:
+        env = resolve_environment(registry, model, env_name)
+        return _answer(
+            service,
+            model.id,
+            params,
+            lambda s, e: registry.environments.serving_timeline(model.id, env.name, s, e),
+        )
+
+    return await service.reads.run(_flight("environment", model, env_name, params), answer)
 
 
 @router.get("/v1/models/{model_id}/deployments/{deployment_id}/metrics", response_model=MetricsResponse)
-def deployment_metrics(
+async def deployment_metrics(
     service: ServiceDep, registry: RegistryDep, model: ReadModel, deployment_id: str, params: Params
 ) -> MetricsResponse:
     """Metrics of one deployment (``production`` / ``development`` name that environment's deployment)."""
-    dep = resolve_deployment(registry, model, deployment_id)
-    return _answer(service, model.id, params, lambda s, e: [(s, frozenset({dep.id}))])
+
+    def answer() -> MetricsResponse:
+        dep = resolve_deployment(registry, model, deployment_id)
+        return _answer(service, model.id, params, lambda s, e: [(s, frozenset({dep.id}))])
+
+    # an alias names whichever deployment the environment has when the answer is computed: not shared
+    key = None if deployment_id in DEPLOYMENT_ALIASES else _flight("deployment", model, deployment_id, params)
+    return await service.reads.run(key, answer)
