@@ -145,13 +145,29 @@ class View:
         return hit
 
     def head_duplicates(self, sid: np.ndarray, ts: np.ndarray) -> np.ndarray:
-        """Mask of the (sid, ts) pairs already in head."""
-        h_sid, h_ts, _ = concat(self.head)
-        if h_ts.size == 0 or ts.size == 0:
-            return np.zeros(ts.size, dtype=bool)
-        t0 = min(int(h_ts.min()), int(ts.min()))
-        span = max(int(h_ts.max()), int(ts.max())) - t0 + 1
-        return np.isin(sid.astype(np.int64) * span + (ts - t0), h_sid.astype(np.int64) * span + (h_ts - t0))
+        """Mask of the (sid, ts) pairs already in head: a binary search in each segment's sorted keys
+        (``_segment_key``, cached per view), so the cost grows with the pairs asked and the log of the
+        head, not with the head (a ``np.isin`` over the whole head made late samples cost more the
+        larger the head grew, issue 18)."""
+        dup = np.zeros(ts.size, dtype=bool)
+        if ts.size == 0:
+            return dup
+        s64 = sid.astype(np.int64)
+        for i, (h_sid, h_ts, _) in enumerate(self.head):
+            if h_ts.size == 0:
+                continue
+            if int(h_ts.max()) - int(h_ts.min()) >= _SPAN or int(h_sid.max()) >= 1 << 22:  # too wide for keys
+                t0 = min(int(h_ts.min()), int(ts.min()))
+                span = max(int(h_ts.max()), int(ts.max())) - t0 + 1
+                dup |= np.isin(s64 * span + (ts - t0), h_sid.astype(np.int64) * span + (h_ts - t0))
+                continue
+            key, base = self._segment_key(i)
+            rel = ts - base
+            fits = (rel >= 0) & (rel < _SPAN) & (s64 < 1 << 22)
+            wanted = np.where(fits, s64, 0) * _SPAN + np.where(fits, rel, 0)
+            at = np.minimum(np.searchsorted(key, wanted), key.size - 1)
+            dup |= fits & (key[at] == wanted)
+        return dup
 
     def head_samples(self) -> int:
         """How many samples head holds."""
