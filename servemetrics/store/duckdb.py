@@ -48,7 +48,7 @@ from servemetrics.store.duckdb_schema import (
     write_sealed_until,
 )
 from servemetrics.store.duckdb_series import SeriesIndex
-from servemetrics.store.duckdb_state import NO_TS, drop_sealed_step, load_rollups, load_state, recover_head
+from servemetrics.store.duckdb_state import NO_TS, drop_sealed_step, load_state, recover_head
 from servemetrics.store.duckdb_view import (
     ChunkCache,
     Generation,
@@ -234,7 +234,7 @@ class DuckDBStore:
         self, con: Con, view: View, sid: np.ndarray, ts: np.ndarray, val: np.ndarray
     ) -> tuple[View, int]:
         """Merge samples (sorted, unique) older than the sealed boundary into their chunks, which are
-        rewritten; ``view`` with the rollups reloaded (itself when there are none), and how many were new."""
+        rewritten; ``view`` with its rollups updated in memory, and how many were new."""
         if ts.size == 0:
             return view, 0
         load, before = chunks_to_rewrite(con, sid, ts)
@@ -246,9 +246,11 @@ class DuckDBStore:
             np.concatenate([e_sid, sid]), np.concatenate([e_ts, ts]), np.concatenate([e_val, val])
         )
         delete_chunks(con, load)
-        write_rows(con, all_sid, all_ts, all_val, prev_ts, prev_val)
+        rollups = write_rows(con, all_sid, all_ts, all_val, prev_ts, prev_val)
         np.maximum.at(self._max_ts, sid, ts)
-        return replace(view, rollups=load_rollups(con)), int(all_ts.size) - int(e_ts.size)
+        # what the table now holds, without reading it back: its rows less the rewritten chunks' plus theirs
+        kept = view.rollups.without_chunks(load, CHUNK_MS)
+        return replace(view, rollups=kept.merged(rollups)), int(all_ts.size) - int(e_ts.size)
 
     def delete_before(self, ts_ms: int) -> int:
         """Drop samples older than ``ts_ms`` (epoch ms; retention), and the series left without samples

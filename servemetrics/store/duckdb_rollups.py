@@ -6,6 +6,8 @@ Times are epoch ms.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 
@@ -75,6 +77,24 @@ class RollupIndex:
         return RollupIndex(
             {c: np.concatenate([mine[c], np.asarray(cols[c])]) for c in self.COLUMNS}, self.rollup_ms
         )
+
+    def without_chunks(self, keys: Iterable[tuple[int, int]], chunk_ms: int) -> RollupIndex:
+        """A new index without the rows of the chunks ``keys`` ((series id, chunk start ms) pairs; a chunk
+        is ``chunk_ms`` long, a multiple of the buckets): what ``delete_chunks`` leaves of the table."""
+        pairs = np.array(sorted(keys), dtype=np.int64).reshape(-1, 2)
+        if not pairs.size or not self.key.size:
+            return self
+        base = pairs[:, 0] << 32
+        lo = np.searchsorted(self.key, base | (pairs[:, 1] // self.rollup_ms))
+        hi = np.searchsorted(self.key, base | ((pairs[:, 1] + chunk_ms) // self.rollup_ms))
+        depth = np.zeros(self.key.size + 1, dtype=np.int64)
+        np.add.at(depth, lo, 1)
+        np.add.at(depth, hi, -1)
+        keep = np.cumsum(depth[:-1]) == 0
+        if keep.all():
+            return self
+        cols = self.columns()
+        return RollupIndex({c: v[keep] for c, v in cols.items()}, self.rollup_ms, presorted=True)
 
     def ranges(self, sids: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Row ranges ``[i0, i1)`` of series ``sids`` with buckets in ``[lo, hi)`` (multiples of the step)."""

@@ -13,6 +13,7 @@ from servemetrics.store import STORE_FILE, open_store
 from servemetrics.store.base import Cell, Reducer, Selection, ValueSet
 from servemetrics.store.duckdb import DuckDBStore
 from servemetrics.store.duckdb_rollups import RollupIndex
+from servemetrics.store.duckdb_state import load_rollups
 from servemetrics.store.duckdb_view import View, sort_segment
 from servemetrics.store.memory import MemoryStore
 from servemetrics.types import labels_of
@@ -164,6 +165,26 @@ def test_late_samples_in_chunks_far_apart_keep_increases(tmp_path: Path) -> None
     sel = Selection("req_total", Reducer.INCREASE, sets, ("status_code",), (), 3 * HOUR)
     assert_same(duck.select(sel), mem.select(sel))
     duck.close()
+
+
+def test_rollups_in_memory_after_late_merges_equal_the_table(tmp_path: Path) -> None:
+    """A late-write merge updates the in-memory rollups without reading the table back: after merges into
+    one chunk, chunks far apart and a chunk that did not exist, they equal what ``load_rollups`` reads."""
+    store = DuckDBStore(tmp_path / "s.duckdb")
+    full = grid_batch(T0, 12 * 240)
+    rng = np.random.default_rng(7)
+    late = rng.random(len(full)) < 0.01
+    late |= (full.ts_ms >= T0 + 4 * HOUR) & (full.ts_ms < T0 + 6 * HOUR) & (full.series_index == 3)
+    store.append(SampleBatch(KEYS, full.series_index[~late], full.ts_ms[~late], full.values[~late]))
+    idx = np.flatnonzero(late)
+    for part in np.array_split(idx, 5):  # five merges, each into several chunks
+        assert store.append(SampleBatch(KEYS, full.series_index[part], full.ts_ms[part], full.values[part]))
+    in_memory = store._view.rollups.columns()
+    from_file = store._writer.run(load_rollups).columns()
+    assert in_memory["series_id"].size == from_file["series_id"].size > 0
+    for column, values in from_file.items():
+        np.testing.assert_array_equal(in_memory[column], values, err_msg=column)
+    store.close()
 
 
 def test_fine_steps_over_chunks_and_head_segments(tmp_path: Path) -> None:
