@@ -99,10 +99,12 @@ class Handler(BaseHTTPRequestHandler):
         return self.rfile.read(int(self.headers.get("Content-Length") or 0))
 
     def _predict(self, q: dict[str, str]) -> None:
+        # when this replica began the request (CLOCK_MONOTONIC, s): tests compare it across requests
+        started = (("X-Replica-Started", f"{time.monotonic():.6f}"),)
         body = self._body()
         time.sleep(float(q.get("delay_ms", "0")) / 1000)
         status = int(q.get("status", "200"))
-        timing = (("Server-Timing", q["server_timing"]),) if "server_timing" in q else ()
+        timing = started + ((("Server-Timing", q["server_timing"]),) if "server_timing" in q else ())
         if status != 200:
             error = json.dumps({"error": f"asked for {status}", "replica": Model.name}).encode()
             self._reply(status, error, extra=timing)
