@@ -96,6 +96,31 @@ def readers(base: str, end_ms: int, n: int, seconds: float, shared_window: bool)
     }
 
 
+def reader_rows(run: Path, last_s: int, n_readers: int, seconds: float) -> dict[str, dict[str, float]]:
+    """Start ``servemetrics serve`` on the store ``remote_write_bench.ours`` fed in ``run`` (its
+    ``ours.yaml``) and time the three rows (1 reader; ``n_readers`` on one window; on as many windows) of
+    SERIES over the 24 h ending at ``last_s`` (epoch s): {row name: ``readers(...)``}."""
+    config = yaml.safe_load((run / "ours.yaml").read_text())
+    config["api_rate_limit"] = {"per_second": 0}  # 50 clients of one key are over the default 100/s
+    (run / "readers.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    base = "http://" + config["listen"]
+    serve = Proc(
+        [sys.executable, "-m", "servemetrics", "serve", "--config", str(run / "readers.yaml")],
+        run / "readers.log",
+        base + "/healthz",
+    )
+    rows = {}
+    try:
+        end_ms = (last_s + 1) * 1000
+        readers(base, end_ms, 1, 3, True)  # warm-up
+        rows["1 reader"] = readers(base, end_ms, 1, seconds, True)
+        rows[f"{n_readers} readers, one window"] = readers(base, end_ms, n_readers, seconds, True)
+        rows[f"{n_readers} readers, {n_readers} windows"] = readers(base, end_ms, n_readers, seconds, False)
+    finally:
+        serve.stop()
+    return rows
+
+
 def main(argv: list[str] | None = None) -> None:
     """Feed W1 once (unless ``--run`` holds it), then run the three reader rows and print them."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -116,26 +141,7 @@ def main(argv: list[str] | None = None) -> None:
         fed = ours(run, run / "w1.prom", n, first_s, 1800)
         meta.write_text(json.dumps({"samples": fed["samples"], "last_s": last_s}))
     last_s = json.loads(meta.read_text())["last_s"]
-    config = yaml.safe_load((run / "ours.yaml").read_text())
-    config["api_rate_limit"] = {"per_second": 0}  # 50 clients of one key are over the default 100/s
-    (run / "readers.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    base = "http://" + config["listen"]
-    serve = Proc(
-        [sys.executable, "-m", "servemetrics", "serve", "--config", str(run / "readers.yaml")],
-        run / "readers.log",
-        base + "/healthz",
-    )
-    rows = {}
-    try:
-        end_ms = (last_s + 1) * 1000
-        readers(base, end_ms, 1, 3, True)  # warm-up
-        rows["1 reader"] = readers(base, end_ms, 1, args.seconds, True)
-        rows[f"{args.readers} readers, one window"] = readers(base, end_ms, args.readers, args.seconds, True)
-        rows[f"{args.readers} readers, {args.readers} windows"] = readers(
-            base, end_ms, args.readers, args.seconds, False
-        )
-    finally:
-        serve.stop()
+    rows = reader_rows(run, last_s, args.readers, args.seconds)
     print(f"SERIES 24 h of W1 ({args.days:g} d) on DuckDB, {args.seconds:g} s per row:\n")
     print("| readers | answers/s | p50 ms | p99 ms | /healthz p50 ms | /healthz p99 ms |")
     print("|---|---|---|---|---|---|")

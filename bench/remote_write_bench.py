@@ -141,12 +141,13 @@ def engine(run: Path, text: Path, n: int, deadline_s: float) -> dict[str, float]
 def remote_write_row(run: Path, w1_om: Path, deadline_s: float = 1800) -> dict[str, Any]:
     """The remote_write row of the W1 table: ours and VictoriaMetrics fed by a vmagent with ``w1_om``
     (W1 as ``gen_w1.py`` writes it), in this order, in ``run``. Returns ``{"samples": in the file,
+    "last_s": its last timestamp (epoch s),
     "ours": feed(...), "victoriametrics": feed(...), "ratio": VictoriaMetrics' rate / ours,
     "load_average": os.getloadavg() at the end}``."""
     run.mkdir(parents=True, exist_ok=True)
     text = run / "w1.prom"
-    n, first_s, _ = to_prometheus_text(w1_om, text)
-    row: dict[str, Any] = {"samples": n}
+    n, first_s, last_s = to_prometheus_text(w1_om, text)
+    row: dict[str, Any] = {"samples": n, "last_s": last_s}
     row["ours"] = ours(run, text, n, first_s, deadline_s)
     row["victoriametrics"] = engine(run, text, n, deadline_s)
     ours_rate = row["ours"]["samples_per_s"]

@@ -2,7 +2,8 @@
 
     .venv/bin/python bench/w1_bench.py [--shared ../shared/bench] [--work-dir DIR] [--days 7]
                                        [--end EPOCH_S] [--runs 10] [--no-reference]
-                                       [--reuse-run DIR/run_...]
+                                       [--reuse-run DIR/run_...] [--ingest [--readers 50]
+                                       [--reader-seconds 20]]
 
 1. Generates workload W1 with ``<shared>/gen_w1.py`` into ``--work-dir`` (kept there and reused when the
    same ``--days`` / ``--end`` file exists; never written into the repository).
@@ -23,6 +24,11 @@
    after a checkpoint; Prometheus' blocks as promtool wrote them; VictoriaMetrics' data directory after
    a clean stop).
 
+6. With ``--ingest``: the ingest and readers rows (``remote_write_bench.remote_write_row``: ours and then
+   VictoriaMetrics fed the same W1 by a real vmagent; ``readers_bench.reader_rows``: SERIES 24 h from 1
+   and ``--readers`` clients on the store the vmagent fed), in a second table with the ratios against
+   VictoriaMetrics and one reader, and the load average after each part (read the ratios).
+
 Everything of a run lives in ``<work-dir>/run_<epoch s>``; ``--reuse-run`` times it again without
 importing (a new top-up is appended first), e.g. when the machine is quieter.
 
@@ -34,6 +40,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import signal
 import socket
@@ -504,6 +511,53 @@ def disk(run: Path, duckdb_bytes: float, n: float) -> dict[str, float]:
     return out
 
 
+def ingest_rows(run: Path, w1: Path, n_readers: int, seconds: float) -> dict[str, Any]:
+    """The ingest and readers rows, in ``run/ingest``: ``remote_write_bench.remote_write_row`` (ours and
+    VictoriaMetrics, each fed ``w1`` by a real vmagent) and ``readers_bench.reader_rows`` on the store it
+    fed, with the load average after each part."""
+    from readers_bench import reader_rows
+    from remote_write_bench import remote_write_row
+
+    where = run / "ingest"
+    print("remote_write of W1 by a vmagent: ours, then VictoriaMetrics ...")
+    rw = remote_write_row(where, w1)
+    print(
+        f"  ours {rw['ours']['samples_per_s']:,.0f}/s, "
+        f"VictoriaMetrics {rw['victoriametrics']['samples_per_s']:,.0f}/s"
+    )
+    print(f"SERIES 24 h from 1 and {n_readers} readers ...")
+    readers = reader_rows(where, int(rw["last_s"]), n_readers, seconds)
+    return {"remote_write": rw, "readers": readers, "readers_load_average": os.getloadavg()}
+
+
+def ingest_table(rows: dict[str, Any]) -> str:
+    """The Markdown table of ``ingest_rows``: rates and ratios against VictoriaMetrics in the same run, the
+    readers' throughput against one reader's, ``/healthz`` latency meanwhile, and the load averages."""
+    rw, rd = rows["remote_write"], rows["readers"]
+    ours, vm = rw["ours"]["samples_per_s"], rw["victoriametrics"]["samples_per_s"]
+    one = next(iter(rd.values()))["answers_per_s"]
+    lines = [
+        "| row | ours | VictoriaMetrics | ratio |",
+        "|---|---|---|---|",
+        f"| remote_write by a vmagent ({rw['samples']:,} samples) | {ours:,.0f} samples/s "
+        f"| {vm:,.0f} samples/s "
+        f"| VM / ours {_ratio(vm / ours) if ours else '—'} |",
+    ]
+    for name, r in rd.items():
+        lines.append(
+            f"| SERIES 24 h, {name} | {r['answers_per_s']:.1f} answers/s, p50 {r['p50_ms']:,.0f} ms, "
+            f"p99 {r['p99_ms']:,.0f} ms, /healthz p50 {r['healthz_p50_ms']:.1f} ms p99 "
+            f"{r['healthz_p99_ms']:.1f} ms | "
+            f"| x {_ratio(r['answers_per_s'] / one) if one else '—'} of 1 reader |"
+        )
+    la, lr = rw["load_average"], rows["readers_load_average"]
+    lines.append(
+        f"\nload average after remote_write {la[0]:.1f} / {la[1]:.1f} / {la[2]:.1f}, after the readers "
+        f"{lr[0]:.1f} / {lr[1]:.1f} / {lr[2]:.1f}"
+    )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--shared", type=Path, default=REPO.parent / "shared" / "bench")
@@ -513,6 +567,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--no-reference", action="store_true", help="skip VictoriaMetrics' own import")
     ap.add_argument("--reuse-run", type=Path, default=None, help="a run directory: time again, no import")
+    ap.add_argument("--ingest", action="store_true", help="also the remote_write and 50-reader rows")
+    ap.add_argument("--readers", type=int, default=50, help="readers of the --ingest rows")
+    ap.add_argument("--reader-seconds", type=float, default=20.0, help="length of each reader row")
     args = ap.parse_args(argv)
     shared = args.shared.resolve()
     work = (args.work_dir or Path(tempfile.mkdtemp(prefix="w1-bench-"))).resolve()
@@ -536,6 +593,12 @@ def main(argv: list[str] | None = None) -> None:
     n = spent["samples"]
     print(f"\nW1, {args.days:g} days, {n:,.0f} samples; p50 over {args.runs} runs after a warm-up:\n")
     print(table(cols, disk(run, spent["duckdb_bytes"], n)))
+    print(f"\nload average {os.getloadavg()}")
+    if args.ingest:
+        rows = ingest_rows(run, w1, args.readers, args.reader_seconds)
+        print(f"\nW1, {args.days:g} days: ingest and readers\n")
+        print(ingest_table(rows))
+        (run / "ingest.json").write_text(json.dumps(rows))
 
 
 if __name__ == "__main__":
