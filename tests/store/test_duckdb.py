@@ -14,6 +14,7 @@ from servemetrics.store.base import Cell, Reducer, Selection, ValueSet
 from servemetrics.store.duckdb import DuckDBStore
 from servemetrics.store.duckdb_rollups import RollupIndex
 from servemetrics.store.duckdb_view import View, sort_segment
+from servemetrics.store.duckdb_writer import fresh_head_path
 from servemetrics.store.memory import MemoryStore
 from servemetrics.types import labels_of
 from tests.store.helpers import HOUR, MIN, T0, assert_same
@@ -211,6 +212,68 @@ def test_head_file_and_interrupted_seal(tmp_path: Path) -> None:
     try:
         assert increase(again, T0 + 7, T0 + 6 * HOUR) == want
         assert again.stats().samples == st.samples
+    finally:
+        again.close()
+
+
+def test_a_seal_leaves_a_head_file_without_free_blocks(tmp_path: Path) -> None:
+    """After each seal the head file is a fresh copy of the unsealed rows: no free blocks left by the
+    sealed ones (deleting them in place left 6 of 12 blocks free here), every unsealed row there (ts at
+    or after ``sealed_until``), nothing else; the answers are those of the samples appended."""
+    import duckdb
+
+    n_series = 1000  # enough rows for the head to span several 256 KiB blocks
+    keys = [
+        ("g", labels_of({"model_id": "m1", "deployment_id": "d1", "replica": f"r{r}"}))
+        for r in range(n_series)
+    ]
+    path = tmp_path / "s.duckdb"
+    store = DuckDBStore(path)
+    step = np.arange(240, dtype=np.int64)
+    for k in range(13):  # 13 hours in 1-hour batches: the last seal at 12 h 10 min seals up to 12 h
+        ts = T0 + k * HOUR + 15_000 * step
+        vals = (k * 240 + np.repeat(step, n_series) + np.tile(np.arange(n_series), 240) % 7).astype(float)
+        store.append(
+            SampleBatch(
+                keys, np.tile(np.arange(n_series, dtype=np.uint32), 240), np.repeat(ts, n_series), vals
+            )
+        )
+    sel = Selection("g", Reducer.MEAN, (ValueSet(T0 + 11 * HOUR, T0 + 13 * HOUR, ALL),), ())
+    want = store.select(sel)
+    assert store._sealed_until == T0 + 12 * HOUR
+    store.close()
+    with duckdb.connect(str(store.head_path), read_only=True) as con:
+        free = con.execute("SELECT free_blocks FROM pragma_database_size()").fetchone()
+        rows = con.execute("SELECT count(*), min(ts), max(ts) FROM head").fetchone()
+    assert free == (0,)
+    assert rows == (240 * n_series, T0 + 12 * HOUR, T0 + 13 * HOUR - 15_000)
+    assert not fresh_head_path(store.head_path).exists()
+    # mean over 11 h .. 13 h of k * 240 + i + (series % 7): k = 11, 12 and i = 0..239
+    assert want == {
+        (): [Cell(n_series * (240 * 11.5 + 119.5) + sum(r % 7 for r in range(n_series)), n_series)]
+    }
+    again = DuckDBStore(path)
+    try:
+        assert again.select(sel) == want
+    finally:
+        again.close()
+
+
+def test_a_head_copy_left_by_a_crash_is_ignored(tmp_path: Path) -> None:
+    """A crash while ``replace_head_file`` wrote its copy leaves the old head file whole: on open the
+    stray copy (and its WAL) is removed and every sample is read from the old file."""
+    path = tmp_path / "s.duckdb"
+    store = DuckDBStore(path)
+    store.append(grid_batch(T0, 240))
+    want = increase(store, T0, T0 + HOUR)
+    store.close()
+    stray = fresh_head_path(store.head_path)
+    stray.write_bytes(b"half a file")
+    Path(f"{stray}.wal").write_bytes(b"half a WAL")
+    again = DuckDBStore(path)
+    try:
+        assert increase(again, T0, T0 + HOUR) == want
+        assert not stray.exists() and not Path(f"{stray}.wal").exists()
     finally:
         again.close()
 
