@@ -169,11 +169,15 @@ def report(main: Path) -> None:
 
 
 def _mode(tag: int) -> str:
-    if tag == 255:
-        return "xor"
-    if tag & 0x80:
-        return f"near{tag & 0x7F}"
-    return f"dec{tag}"
+    """The value encoding a chunk's first byte names (``duckdb_codec``: both formats)."""
+    if tag in (0x7E, 255):
+        return "xor" if tag == 0x7E else "v1 xor"
+    if 0x40 <= tag < 0x5C:
+        d, f = divmod(tag - 0x40, 4)
+        return f"near{d}" + (f"/10^{f}" if f else "")
+    if 0x10 <= tag <= 0x16:
+        return f"dec{tag & 0x0F}"
+    return f"v1 near{tag & 0x7F}" if tag & 0x80 else f"v1 dec{tag}"
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -363,3 +363,56 @@ def test_rollups_of_an_older_file_are_rebuilt_on_open(tmp_path: Path) -> None:
     assert_same(reopened.select(sel), mem.select(sel))
     assert reopened.select(sel)[("200",)][0] == Cell(4 * 240.0, 4)  # 240 pairs end inside the first hour
     reopened.close()
+
+
+def test_a_file_of_the_first_chunk_format_reads_back_identically(tmp_path: Path) -> None:
+    """A data directory written before the second chunk format (its blobs re-encoded here with
+    ``codec_v1``, the old encoder) gives every sample back bit for bit and the same answers; chunks
+    rewritten by a late sample come back in the new format, the others stay as they were."""
+    import duckdb
+
+    from servemetrics.store import duckdb_codec as codec
+    from tests.store import codec_v1
+
+    path = tmp_path / "s.duckdb"
+    store = DuckDBStore(path)
+    full = grid_batch(T0, 6 * 240)
+    vals = full.values * 1.25 + 0.001  # three decimals
+    vals[full.ts_ms == T0 + 3 * HOUR] = np.nan  # a marker in every series
+    store.append(SampleBatch(KEYS, full.series_index, full.ts_ms, vals))
+    sets = tuple(ValueSet(T0 + h * 30 * MIN + 7, T0 + (h + 1) * 30 * MIN + 7, ALL) for h in range(11))
+    sels = [Selection("req_total", r, sets, ("status_code",), (), 10 * MIN) for r in Reducer]
+    want = [store.select(s) for s in sels]
+    store.close()
+    with duckdb.connect(str(path)) as con:
+        rows = con.execute("SELECT series_id, start, ts_enc, val_enc FROM chunks ORDER BY 1, 2").fetchall()
+        decoded = {(s, c): (codec.decode_ts(t), codec.decode_values(v)) for s, c, t, v in rows}
+        for (s, c), (ts, v) in decoded.items():
+            old_ts = codec_v1.encode_ts(ts)
+            old_val = codec_v1.encode_values(v, int(codec_v1.decimals_needed(v).max()))
+            con.execute(
+                "UPDATE chunks SET ts_enc = ?, val_enc = ? WHERE series_id = ? AND start = ?",
+                [old_ts, old_val, s, c],
+            )
+        first_bytes = {
+            r[0] for r in con.execute("SELECT DISTINCT left(hex(val_enc), 2) FROM chunks").fetchall()
+        }
+    assert first_bytes <= {"03", "83", "FF"}  # the first format's tags: 3 decimals, near, raw
+    old = DuckDBStore(path, cache_samples=0, answer_entries=0)
+    try:
+        assert [old.select(s) for s in sels] == want
+        got = old._chunk_arrays(np.arange(len(KEYS), dtype=np.uint32), [T0, T0 + 2 * HOUR], gen=0)
+        for key, (ts, v) in got.items():
+            assert np.array_equal(ts, decoded[key][0])
+            assert np.array_equal(v.view(np.uint64), decoded[key][1].view(np.uint64))
+        late = SampleBatch(KEYS[:1], np.zeros(1, np.uint32), np.array([T0 + 7]), np.array([0.5]))
+        assert old.append(late) == 1
+    finally:
+        old.close()
+    with duckdb.connect(str(path), read_only=True) as con:
+        tags = dict(
+            con.execute(
+                "SELECT series_id, left(hex(val_enc), 2) FROM chunks WHERE start = ?", [T0]
+            ).fetchall()
+        )
+    assert tags[0] not in {"03", "83", "FF"} and tags[1] in {"03", "83", "FF"}  # rewritten, untouched
