@@ -53,13 +53,16 @@ def _varint(x: int) -> bytes:
 
 def _read_varint(blob: bytes, at: int) -> tuple[int, int]:
     """The unsigned LEB128 at ``blob[at:]`` and the offset after it."""
-    x = shift = 0
+    b = blob[at]
+    if b < 0x80:  # most fields: one byte
+        return b, at + 1
+    x, shift = b & 0x7F, 7
     while True:
-        b = blob[at]
         at += 1
+        b = blob[at]
         x |= (b & 0x7F) << shift
         if b < 0x80:
-            return x, at
+            return x, at + 1
         shift += 7
 
 
@@ -69,7 +72,7 @@ def _zigzag(x: int) -> bytes:
 
 def _read_zigzag(blob: bytes, at: int) -> tuple[int, int]:
     z, at = _read_varint(blob, at)
-    return (z >> 1) if not z & 1 else -((z + 1) >> 1), at
+    return (z >> 1) ^ -(z & 1), at
 
 
 def _deflate(data: bytes) -> bytes:
@@ -106,14 +109,16 @@ def _unpack(blob: bytes, at: int) -> tuple[int, int, int, np.ndarray, int]:
     first = 0
     if kind & _DELTA:
         first, at = _read_zigzag(blob, at)
-    rest = np.zeros(n, dtype=np.uint64)
+    if planes == 0:
+        return kind, base, first, np.zeros(n, dtype=np.uint64), at
+    width = 1 if planes == 1 else 2 if planes == 2 else 4 if planes <= 4 else 8
+    split = np.zeros((n, width), dtype=np.uint8)  # little-endian bytes of each value, as rows
     for p in range(planes):
         size, at = _read_varint(blob, at)
         data = blob[at : at + (size >> 1)]
         at += size >> 1
-        if size & 1:
-            data = zlib.decompress(data, -15)
-        rest |= np.frombuffer(data, dtype=np.uint8).astype(np.uint64) << np.uint64(8 * p)
+        split[:, p] = np.frombuffer(zlib.decompress(data, -15) if size & 1 else data, dtype=np.uint8)
+    rest = split.view(f"<u{width}").reshape(n).astype(np.uint64)
     return kind, base, first, rest, at
 
 
