@@ -259,6 +259,36 @@ def test_a_seal_leaves_a_head_file_without_free_blocks(tmp_path: Path) -> None:
         again.close()
 
 
+def test_a_failed_head_swap_keeps_the_store_usable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the swap of the head file fails (here ``os.replace``), the append that sealed raises it, the
+    old head file stays attached and whole, and later appends, reads and a reopen see every sample."""
+    import servemetrics.store.duckdb_writer as writer
+
+    path = tmp_path / "s.duckdb"
+    store = DuckDBStore(path)
+    store.append(grid_batch(T0, 2 * 240))
+
+    def refuse(src: object, dst: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(writer.os, "replace", refuse)
+    with pytest.raises(OSError, match="disk full"):
+        store.append(grid_batch(T0 + 2 * HOUR, 60))  # 2 h 15 min: the first chunk is sealed
+    monkeypatch.undo()
+    assert store._sealed_until == T0 + 2 * HOUR
+    assert store.append(grid_batch(T0 + 2 * HOUR + 60 * 15_000, 60)) == 60 * len(KEYS)
+    n = 2 * 240 + 120
+    want = {("200",): [Cell(4 * (n - 1), 4)], ("500",): [Cell(4 * (n - 1), 4)]}
+    assert increase(store, T0, T0 + 3 * HOUR) == want
+    store.close()
+    again = DuckDBStore(path)
+    try:
+        assert increase(again, T0, T0 + 3 * HOUR) == want
+        assert again.stats().samples == n * len(KEYS)
+    finally:
+        again.close()
+
+
 def test_a_head_copy_left_by_a_crash_is_ignored(tmp_path: Path) -> None:
     """A crash while ``replace_head_file`` wrote its copy leaves the old head file whole: on open the
     stray copy (and its WAL) is removed and every sample is read from the old file."""
