@@ -58,7 +58,14 @@ from servemetrics.store.duckdb_view import (
     first_wins,
     sort_segment,
 )
-from servemetrics.store.duckdb_writer import CLOSED, Writer, checkpoint, checkpoint_and_close, connect
+from servemetrics.store.duckdb_writer import (
+    CLOSED,
+    Writer,
+    checkpoint,
+    checkpoint_and_close,
+    connect,
+    replace_head_file,
+)
 from servemetrics.types import Labels, Matchers, SeriesKey
 
 GRACE_MS = 10 * 60 * 1000
@@ -170,8 +177,9 @@ class DuckDBStore:
 
     def _write(self, con: Con, step: Step) -> int:
         """Run ``step`` and the seal in one transaction of the main file, then publish the new view (under
-        the sequence lock when the step rewrote sealed chunks) and delete the rows a seal moved out of
-        ``head`` (the head file: its own transaction, redone on open when a crash interrupts it)."""
+        the sequence lock when the step rewrote sealed chunks) and drop the rows a seal moved out of
+        ``head`` (``replace_head_file``: a fresh head file without them; redone on open when a crash
+        interrupts it)."""
         view = self._view
         sealed_before = self._sealed_until
         rewrote = False
@@ -196,7 +204,7 @@ class DuckDBStore:
                 self._gen.end_write()
         self._sealed_until = view.sealed_until
         if self._sealed_until != sealed_before:
-            delete_head(con, self._sealed_until)
+            replace_head_file(con, self.head_path, self._sealed_until)
         return total
 
     def _append_head(

@@ -9,6 +9,7 @@ own cursor (``read_cursor``), each in its own transaction.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from typing import Any, Generic, TypeVar
 
 import duckdb
 
-from servemetrics.store.duckdb_schema import DB, HEAD_DB
+from servemetrics.store.duckdb_schema import DB, HEAD_DB, HEAD_DDL
 
 T = TypeVar("T")
 
@@ -42,6 +43,8 @@ def connect(path: Path, head_path: Path) -> duckdb.DuckDBPyConnection:
     such small row groups, so it lives in a second file with DuckDB's defaults, a few MiB at most.
     Raises ``duckdb.Error`` when a file cannot be opened (e.g. held by another process).
     """
+    # a copy left by a crash in ``replace_head_file``: the old head file is whole
+    _remove_files(fresh_head_path(head_path))
     con = duckdb.connect(":memory:")
     con.execute(f"ATTACH {_quote(path)} AS {DB} (ROW_GROUP_SIZE {ROW_GROUP_ROWS})")
     con.execute(f"ATTACH {_quote(head_path)} AS {HEAD_DB}")
@@ -51,6 +54,63 @@ def connect(path: Path, head_path: Path) -> duckdb.DuckDBPyConnection:
 
 def _quote(path: Path) -> str:
     return "'" + str(path).replace("'", "''") + "'"
+
+
+def fresh_head_path(head_path: Path) -> Path:
+    """Where ``replace_head_file`` writes the new head file before it takes the old one's place."""
+    return head_path.with_name(head_path.name + ".new")
+
+
+def _remove_files(path: Path) -> None:
+    for p in (path, Path(f"{path}.wal")):
+        p.unlink(missing_ok=True)
+
+
+_HEAD_NEW = "sm_head_new"
+
+
+def replace_head_file(con: duckdb.DuckDBPyConnection, head_path: Path, keep_from: int) -> None:
+    """Replace the head file by a fresh one holding only its rows with ts at or after ``keep_from`` (the
+    sealed boundary), sorted by (series, ts): after a seal, instead of deleting the sealed rows.
+
+    Deleting rows in place leaves their blocks free in the file, and DuckDB never gives free blocks back:
+    the head file grew to 2-4x the head it held (bench/README.md, "Disk"). The copy is written and
+    checkpointed as ``fresh_head_path``, the old file checkpointed (so no WAL of it is left) and detached,
+    then ``os.replace`` swaps the two and the directory is synced. A crash before the swap leaves the old
+    file whole (its sealed rows are dropped on open, ``recover_head``; ``connect`` removes the stray copy);
+    after it, the new file holds every unsealed row. Raises ``duckdb.Error`` or ``OSError`` when a step
+    fails; the head file is attached again in every case.
+    """
+    new = fresh_head_path(head_path)
+    _remove_files(new)
+    con.execute(f"ATTACH {_quote(new)} AS {_HEAD_NEW}")
+    try:
+        con.execute(HEAD_DDL.format(db=_HEAD_NEW))
+        con.execute(
+            f"INSERT INTO {_HEAD_NEW}.head SELECT * FROM {HEAD_DB}.head WHERE ts >= ? ORDER BY series_id, ts",
+            [keep_from],
+        )
+        con.execute(f"CHECKPOINT {_HEAD_NEW}")
+    finally:
+        con.execute(f"DETACH {_HEAD_NEW}")
+    con.execute(f"CHECKPOINT {HEAD_DB}")
+    con.execute(f"DETACH {HEAD_DB}")
+    try:
+        if Path(f"{head_path}.wal").exists() or Path(f"{new}.wal").exists():
+            raise OSError(f"a WAL of {head_path} is left after its checkpoint; the head file is kept")
+        os.replace(new, head_path)
+        _sync_dir(head_path.parent)
+    finally:
+        con.execute(f"ATTACH {_quote(head_path)} AS {HEAD_DB}")
+
+
+def _sync_dir(path: Path) -> None:
+    """Make a rename in ``path`` durable (POSIX: fsync the directory)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def checkpoint(con: duckdb.DuckDBPyConnection) -> None:

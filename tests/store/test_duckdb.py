@@ -15,6 +15,7 @@ from servemetrics.store.duckdb import DuckDBStore
 from servemetrics.store.duckdb_rollups import RollupIndex
 from servemetrics.store.duckdb_state import load_rollups
 from servemetrics.store.duckdb_view import View, sort_segment
+from servemetrics.store.duckdb_writer import fresh_head_path
 from servemetrics.store.memory import MemoryStore
 from servemetrics.types import labels_of
 from tests.store.helpers import HOUR, MIN, T0, assert_same
@@ -236,6 +237,98 @@ def test_head_file_and_interrupted_seal(tmp_path: Path) -> None:
         again.close()
 
 
+def test_a_seal_leaves_a_head_file_without_free_blocks(tmp_path: Path) -> None:
+    """After each seal the head file is a fresh copy of the unsealed rows: no free blocks left by the
+    sealed ones (deleting them in place left 6 of 12 blocks free here), every unsealed row there (ts at
+    or after ``sealed_until``), nothing else; the answers are those of the samples appended."""
+    import duckdb
+
+    n_series = 1000  # enough rows for the head to span several 256 KiB blocks
+    keys = [
+        ("g", labels_of({"model_id": "m1", "deployment_id": "d1", "replica": f"r{r}"}))
+        for r in range(n_series)
+    ]
+    path = tmp_path / "s.duckdb"
+    store = DuckDBStore(path)
+    step = np.arange(240, dtype=np.int64)
+    for k in range(13):  # 13 hours in 1-hour batches: the last seal at 12 h 10 min seals up to 12 h
+        ts = T0 + k * HOUR + 15_000 * step
+        vals = (k * 240 + np.repeat(step, n_series) + np.tile(np.arange(n_series), 240) % 7).astype(float)
+        store.append(
+            SampleBatch(
+                keys, np.tile(np.arange(n_series, dtype=np.uint32), 240), np.repeat(ts, n_series), vals
+            )
+        )
+    sel = Selection("g", Reducer.MEAN, (ValueSet(T0 + 11 * HOUR, T0 + 13 * HOUR, ALL),), ())
+    want = store.select(sel)
+    assert store._sealed_until == T0 + 12 * HOUR
+    store.close()
+    with duckdb.connect(str(store.head_path), read_only=True) as con:
+        free = con.execute("SELECT free_blocks FROM pragma_database_size()").fetchone()
+        rows = con.execute("SELECT count(*), min(ts), max(ts) FROM head").fetchone()
+    assert free == (0,)
+    assert rows == (240 * n_series, T0 + 12 * HOUR, T0 + 13 * HOUR - 15_000)
+    assert not fresh_head_path(store.head_path).exists()
+    # mean over 11 h .. 13 h of k * 240 + i + (series % 7): k = 11, 12 and i = 0..239
+    assert want == {
+        (): [Cell(n_series * (240 * 11.5 + 119.5) + sum(r % 7 for r in range(n_series)), n_series)]
+    }
+    again = DuckDBStore(path)
+    try:
+        assert again.select(sel) == want
+    finally:
+        again.close()
+
+
+def test_a_failed_head_swap_keeps_the_store_usable(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """When the swap of the head file fails (here ``os.replace``), the append that sealed raises it, the
+    old head file stays attached and whole, and later appends, reads and a reopen see every sample."""
+    import servemetrics.store.duckdb_writer as writer
+
+    path = tmp_path / "s.duckdb"
+    store = DuckDBStore(path)
+    store.append(grid_batch(T0, 2 * 240))
+
+    def refuse(src: object, dst: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(writer.os, "replace", refuse)
+    with pytest.raises(OSError, match="disk full"):
+        store.append(grid_batch(T0 + 2 * HOUR, 60))  # 2 h 15 min: the first chunk is sealed
+    monkeypatch.undo()
+    assert store._sealed_until == T0 + 2 * HOUR
+    assert store.append(grid_batch(T0 + 2 * HOUR + 60 * 15_000, 60)) == 60 * len(KEYS)
+    n = 2 * 240 + 120
+    want = {("200",): [Cell(4 * (n - 1), 4)], ("500",): [Cell(4 * (n - 1), 4)]}
+    assert increase(store, T0, T0 + 3 * HOUR) == want
+    store.close()
+    again = DuckDBStore(path)
+    try:
+        assert increase(again, T0, T0 + 3 * HOUR) == want
+        assert again.stats().samples == n * len(KEYS)
+    finally:
+        again.close()
+
+
+def test_a_head_copy_left_by_a_crash_is_ignored(tmp_path: Path) -> None:
+    """A crash while ``replace_head_file`` wrote its copy leaves the old head file whole: on open the
+    stray copy (and its WAL) is removed and every sample is read from the old file."""
+    path = tmp_path / "s.duckdb"
+    store = DuckDBStore(path)
+    store.append(grid_batch(T0, 240))
+    want = increase(store, T0, T0 + HOUR)
+    store.close()
+    stray = fresh_head_path(store.head_path)
+    stray.write_bytes(b"half a file")
+    Path(f"{stray}.wal").write_bytes(b"half a WAL")
+    again = DuckDBStore(path)
+    try:
+        assert increase(again, T0, T0 + HOUR) == want
+        assert not stray.exists() and not Path(f"{stray}.wal").exists()
+    finally:
+        again.close()
+
+
 def test_legacy_head_table_moves_to_the_head_file(tmp_path: Path) -> None:
     """A file of the one-file layout (``head`` in the main file) opens with its head samples."""
     import duckdb
@@ -321,3 +414,56 @@ def test_rollups_of_an_older_file_are_rebuilt_on_open(tmp_path: Path) -> None:
     assert_same(reopened.select(sel), mem.select(sel))
     assert reopened.select(sel)[("200",)][0] == Cell(4 * 240.0, 4)  # 240 pairs end inside the first hour
     reopened.close()
+
+
+def test_a_file_of_the_first_chunk_format_reads_back_identically(tmp_path: Path) -> None:
+    """A data directory written before the second chunk format (its blobs re-encoded here with
+    ``codec_v1``, the old encoder) gives every sample back bit for bit and the same answers; chunks
+    rewritten by a late sample come back in the new format, the others stay as they were."""
+    import duckdb
+
+    from servemetrics.store import duckdb_codec as codec
+    from tests.store import codec_v1
+
+    path = tmp_path / "s.duckdb"
+    store = DuckDBStore(path)
+    full = grid_batch(T0, 6 * 240)
+    vals = full.values * 1.25 + 0.001  # three decimals
+    vals[full.ts_ms == T0 + 3 * HOUR] = np.nan  # a marker in every series
+    store.append(SampleBatch(KEYS, full.series_index, full.ts_ms, vals))
+    sets = tuple(ValueSet(T0 + h * 30 * MIN + 7, T0 + (h + 1) * 30 * MIN + 7, ALL) for h in range(11))
+    sels = [Selection("req_total", r, sets, ("status_code",), (), 10 * MIN) for r in Reducer]
+    want = [store.select(s) for s in sels]
+    store.close()
+    with duckdb.connect(str(path)) as con:
+        rows = con.execute("SELECT series_id, start, ts_enc, val_enc FROM chunks ORDER BY 1, 2").fetchall()
+        decoded = {(s, c): (codec.decode_ts(t), codec.decode_values(v)) for s, c, t, v in rows}
+        for (s, c), (ts, v) in decoded.items():
+            old_ts = codec_v1.encode_ts(ts)
+            old_val = codec_v1.encode_values(v, int(codec_v1.decimals_needed(v).max()))
+            con.execute(
+                "UPDATE chunks SET ts_enc = ?, val_enc = ? WHERE series_id = ? AND start = ?",
+                [old_ts, old_val, s, c],
+            )
+        first_bytes = {
+            r[0] for r in con.execute("SELECT DISTINCT left(hex(val_enc), 2) FROM chunks").fetchall()
+        }
+    assert first_bytes <= {"03", "83", "FF"}  # the first format's tags: 3 decimals, near, raw
+    old = DuckDBStore(path, cache_samples=0, answer_entries=0)
+    try:
+        assert [old.select(s) for s in sels] == want
+        got = old._chunk_arrays(np.arange(len(KEYS), dtype=np.uint32), [T0, T0 + 2 * HOUR], gen=0)
+        for key, (ts, v) in got.items():
+            assert np.array_equal(ts, decoded[key][0])
+            assert np.array_equal(v.view(np.uint64), decoded[key][1].view(np.uint64))
+        late = SampleBatch(KEYS[:1], np.zeros(1, np.uint32), np.array([T0 + 7]), np.array([0.5]))
+        assert old.append(late) == 1
+    finally:
+        old.close()
+    with duckdb.connect(str(path), read_only=True) as con:
+        tags = dict(
+            con.execute(
+                "SELECT series_id, left(hex(val_enc), 2) FROM chunks WHERE start = ?", [T0]
+            ).fetchall()
+        )
+    assert tags[0] not in {"03", "83", "FF"} and tags[1] in {"03", "83", "FF"}  # rewritten, untouched
