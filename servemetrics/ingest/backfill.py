@@ -37,6 +37,7 @@ no earlier chunk held (``_with_created``: a set of the series seen, bounded by t
 from __future__ import annotations
 
 import io
+import itertools
 import multiprocessing
 import os
 from collections import deque
@@ -52,6 +53,8 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics import parser as _om_parser
 
 from servemetrics.ingest.adapters import adapt
+from servemetrics.ingest.adapters.columnar import adapt_batch
+from servemetrics.ingest.backfill_fast import FAST_KINDS, FastRun, Lines, Tokeniser, make_run, parse_run
 from servemetrics.ingest.exposition import (
     CREATED_HORIZON_MS,
     PARSE_ERRORS,
@@ -74,6 +77,8 @@ _READ_BYTES = 4 << 20
 _MAX_UNIT_LINES = 5_000
 _CHUNK_LINES = 40_000
 _AUTO_WORKERS_MIN_BYTES = 32 << 20
+_FAST_READER = True
+"""Blocks go to ``backfill_fast`` (False: every line is read as text, every unit by the library; tests)."""
 _NO_TS = -(2**63)
 _PER_TIMESTAMP = frozenset({"histogram", "gaugehistogram", "summary"})
 _SUFFIXES = {
@@ -118,42 +123,64 @@ def _series_token(line: str, name: str) -> str:
 
 
 class _Cutter:
-    """Cut a stream of lines into parse units (see the module docstring)."""
+    """Cut a stream of lines into parse units (see the module docstring): text lines (``feed``) or the
+    columns of a block (``feed_block``, ``backfill_fast``), whose plain lines are cut as their text would
+    be; a unit of plain lines only, of a kind the fast reader reads, becomes (part of) a ``FastRun``."""
 
-    def __init__(self) -> None:
+    def __init__(self, tokeniser: Tokeniser | None = None) -> None:
         self.line_no = 0
+        self._prefixes = tokeniser.prefixes if tokeniser is not None else []
         self._family: str | None = None
         self._type = "unknown"
         self._allowed: frozenset[str] = frozenset()
         self._meta: list[str] = []
         self._meta_nos: list[int] = []
-        self._lines: list[str] = []
+        self._pieces: list[list[str] | Lines] = []
+        self._count = 0
         self._first = 0
         self._ts = ""
         self._keys: set[str] = set()
         self._last_key = ""
 
-    def feed(self, lines: list[str], units: list[_Unit]) -> None:
+    def feed(self, lines: list[str], units: list[_Unit | FastRun]) -> None:
         """Consume lines (each ending in ``\\n``), appending finished units to ``units``."""
         for line in lines:
-            self.line_no += 1
-            if line[0] == "#":
-                self._metadata(line, units)
-            elif line != "\n":
-                self._sample(line, units)
+            self._line(line, units)
 
-    def close(self, units: list[_Unit]) -> None:
+    def _line(self, line: str, units: list[_Unit | FastRun]) -> None:
+        self.line_no += 1
+        if line[0] == "#":
+            self._metadata(line, units)
+        elif line != "\n":
+            self._sample(line, units)
+
+    def feed_block(self, block: Lines, units: list[_Unit | FastRun]) -> None:
+        """Consume a block's lines: plain stretches in columns, any other line as text."""
+        base = self.line_no
+        special = np.flatnonzero(~block.plain).tolist()
+        special.append(len(block))
+        i = 0
+        for j in special:
+            if i < j:
+                self._plain(block, i, j, base, units)
+            if j < len(block):
+                self.line_no = base + j
+                self._line(block.line(j), units)
+            i = j + 1
+        self.line_no = base + len(block)
+
+    def close(self, units: list[_Unit | FastRun]) -> None:
         """Flush the last unit."""
         self._flush(units)
 
-    def _metadata(self, line: str, units: list[_Unit]) -> None:
+    def _metadata(self, line: str, units: list[_Unit | FastRun]) -> None:
         if line.startswith("# EOF"):
             self._flush(units)
             self._family = None
             return
         parts = line.split(" ", 3)
         name = parts[2].rstrip("\n") if len(parts) > 2 else ""
-        if name != self._family or self._lines:
+        if name != self._family or self._count:
             self._flush(units)
             self._family, self._type, self._meta, self._meta_nos = name, "unknown", [], []
             self._allowed = frozenset({name})
@@ -163,42 +190,127 @@ class _Cutter:
         self._meta.append(line)
         self._meta_nos.append(self.line_no)
 
-    def _sample(self, line: str, units: list[_Unit]) -> None:
+    def _new_family(self, name: str, units: list[_Unit | FastRun]) -> None:
+        self._flush(units)
+        self._family, self._type, self._meta, self._meta_nos = name, "unknown", [], []
+        self._allowed = frozenset({name})
+
+    def _sample(self, line: str, units: list[_Unit | FastRun]) -> None:
         name = _sample_name(line)
         if name not in self._allowed:
-            self._flush(units)
-            self._family, self._type, self._meta, self._meta_nos = name, "unknown", [], []
-            self._allowed = frozenset({name})
+            self._new_family(name, units)
         if self._type in _PER_TIMESTAMP:
             ts = _timestamp_token(line)
-            if self._lines and ts != self._ts:
+            if self._count and ts != self._ts:
                 self._flush(units)
             self._ts = ts
         else:
             key = _series_token(line, name)
-            if key != self._last_key and (key in self._keys or len(self._lines) >= _MAX_UNIT_LINES):
+            if key != self._last_key and (key in self._keys or self._count >= _MAX_UNIT_LINES):
                 self._flush(units)
             self._keys.add(key)
             self._last_key = key
-        if not self._lines:
-            self._first = self.line_no
-        self._lines.append(line)
+        self._add([line], 1, self.line_no)
 
-    def _flush(self, units: list[_Unit]) -> None:
-        if self._lines:
+    def _add(self, piece: list[str] | Lines, count: int, first_line: int) -> None:
+        if not self._count:
+            self._first = first_line
+        self._pieces.append(piece)
+        self._count += count
+
+    def _plain(self, block: Lines, i: int, j: int, base: int, units: list[_Unit | FastRun]) -> None:
+        """Cut plain lines ``i`` to ``j`` of ``block`` (``base``: the file line before the block)."""
+        prefixes = self._prefixes
+        pid = block.pid
+        while i < j:
+            allowed = self._allowed
+            names = np.unique(pid[i:j]).tolist()
+            outside = [p for p in names if prefixes[p].name not in allowed]
+            if pid[i] in outside:
+                self._new_family(prefixes[int(pid[i])].name, units)  # type: ignore[union-attr]
+                continue
+            k = j
+            if outside:
+                k = i + int(np.flatnonzero(np.isin(pid[i:j], outside))[0])
+            if self._type in _PER_TIMESTAMP:
+                self._per_timestamp(block, i, k, base, units)
+            else:
+                self._by_series(block, i, k, base, units)
+            i = k
+
+    def _per_timestamp(self, block: Lines, i: int, k: int, base: int, units: list[_Unit | FastRun]) -> None:
+        """Plain lines ``i`` to ``k`` of a histogram or summary family: a unit per timestamp."""
+        if self._count and _ts_text(block, i) != self._ts:
+            self._flush(units)
+        cuts = (i + 1 + np.flatnonzero(block.ts_new[i + 1 : k])).tolist()
+        head = cuts[0] if cuts else k
+        self._add(block.slice(i, head), head - i, base + i + 1)
+        if cuts:
+            self._flush(units)
+            last = cuts[-1]
+            if len(cuts) > 1:
+                starts = np.asarray(cuts[:-1], dtype=np.int64) - cuts[0]
+                self._emit(block.slice(cuts[0], last), starts, base + cuts[0] + 1 + starts, units)
+            self._add(block.slice(last, k), k - last, base + last + 1)
+        self._ts = _ts_text(block, k - 1)
+
+    def _by_series(self, block: Lines, i: int, k: int, base: int, units: list[_Unit | FastRun]) -> None:
+        """Plain lines ``i`` to ``k`` of another family: cut where a series comes back, or at a series
+        change after ``_MAX_UNIT_LINES`` lines (``_sample``'s rule, per run of one series)."""
+        pid = block.pid[i:k]
+        runs = [0, *(1 + np.flatnonzero(pid[1:] != pid[:-1])).tolist(), k - i]
+        prefixes = self._prefixes
+        for a, b in itertools.pairwise(runs):
+            key = prefixes[int(pid[a])].text  # type: ignore[union-attr]
+            if key != self._last_key and (key in self._keys or self._count >= _MAX_UNIT_LINES):
+                self._flush(units)
+            self._keys.add(key)
+            self._last_key = key
+            self._add(block.slice(i + a, i + b), b - a, base + i + a + 1)
+
+    def _emit(
+        self, lines: Lines, starts: np.ndarray, first_lines: np.ndarray, units: list[_Unit | FastRun]
+    ) -> None:
+        family = self._family or ""
+        if self._type in FAST_KINDS and "# UNIT" not in "".join(self._meta):
             units.append(
-                _Unit(
-                    self._family or "",
+                make_run(
+                    family,
                     self._type,
                     "".join(self._meta),
-                    self._lines,
                     tuple(self._meta_nos),
-                    self._first,
+                    lines,
+                    starts,
+                    first_lines,
+                    self._prefixes,
                 )
             )
-        self._lines = []
+            return
+        bounds = [*starts.tolist(), len(lines)]
+        for u, (lo, hi) in enumerate(itertools.pairwise(bounds)):
+            units.append(self._unit(lines.slice(lo, hi).lines(), int(first_lines[u])))
+
+    def _unit(self, lines: list[str], first: int) -> _Unit:
+        return _Unit(self._family or "", self._type, "".join(self._meta), lines, tuple(self._meta_nos), first)
+
+    def _flush(self, units: list[_Unit | FastRun]) -> None:
+        if self._count:
+            pieces = self._pieces
+            if all(isinstance(p, Lines) for p in pieces):
+                joined = Lines.join(pieces)  # type: ignore[arg-type]
+                self._emit(joined, np.zeros(1, np.int64), np.asarray([self._first]), units)
+            else:
+                lines = [x for p in pieces for x in (p.lines() if isinstance(p, Lines) else p)]
+                units.append(self._unit(lines, self._first))
+        self._pieces = []
+        self._count = 0
         self._keys = set()
         self._last_key = ""
+
+
+def _ts_text(block: Lines, i: int) -> str:
+    """The timestamp token of plain line ``i`` (``_timestamp_token`` of its text)."""
+    return _timestamp_token(block.line(i))
 
 
 def _error_line(unit: _Unit, unit_line: int, meta_count: int) -> int:
@@ -325,15 +437,89 @@ def _parse_unit(unit: _Unit, created: dict[SeriesKey, int]) -> list[Sample]:
     return samples
 
 
-def _process(units: list[_Unit], target_labels: Mapping[str, str]) -> tuple[SampleBatch, list[Sample]]:
+def _process(
+    units: list[_Unit | FastRun], target_labels: Mapping[str, str]
+) -> tuple[SampleBatch, list[Sample]]:
     """Parse and adapt a chunk of units into one columnar batch, and the ``_created`` zeros of its
     counter-like series, adapted: one per series, before its first sample in the chunk, when its family's
     first creation time in the chunk lies within ``CREATED_HORIZON_MS`` before it (runs in a worker
-    process; ``_with_created`` keeps those of series the file had not shown before)."""
+    process; ``_with_created`` keeps those of series the file had not shown before). The units of a
+    ``FastRun`` that ``backfill_fast.parse_run`` is certain of are read there, the others here."""
     created: dict[SeriesKey, int] = {}
-    raw = [s for unit in units for s in _parse_unit(unit, created)]
-    zeros = adapt(created_zeros(raw, created, CREATED_HORIZON_MS), target_labels) if created else []
-    return SampleBatch.from_samples(adapt(raw, target_labels)), zeros
+    raw = _Columns()
+    for unit in units:
+        if isinstance(unit, _Unit):
+            raw.add_samples(_parse_unit(unit, created))
+        else:
+            _read_run(unit, raw, created)
+    batch = raw.batch()
+    if not created:
+        return adapt_batch(batch, target_labels), []
+    zeros = adapt(created_zeros(list(batch.samples()), created, CREATED_HORIZON_MS), target_labels)
+    return adapt_batch(batch, target_labels), zeros
+
+
+def _read_run(run: FastRun, raw: _Columns, created: dict[SeriesKey, int]) -> None:
+    """Add the samples of ``run``'s units to ``raw`` in order: certain units from ``parse_run``, the
+    others from the library parser."""
+    read = parse_run(run)
+    bounds = [*run.starts.tolist(), len(run.lines)]
+    certain = read.certain.tolist()
+    u = 0
+    while u < len(certain):
+        if not certain[u]:
+            unit = _Unit(
+                run.family, run.kind, run.meta, run.unit_lines(u), run.meta_lines, int(run.first_lines[u])
+            )
+            raw.add_samples(_parse_unit(unit, created))
+            u += 1
+            continue
+        v = u
+        while v < len(certain) and certain[v]:
+            v += 1
+        lo, hi = bounds[u], bounds[v]
+        raw.add_columns(read.series, read.key_index[lo:hi], read.ts_ms[lo:hi], read.values[lo:hi])
+        u = v
+
+
+class _Columns:
+    """Raw (source) samples of a chunk gathered in columns, in order."""
+
+    def __init__(self) -> None:
+        self._index: dict[SeriesKey, int] = {}
+        self._idx: list[np.ndarray] = []
+        self._ts: list[np.ndarray] = []
+        self._vals: list[np.ndarray] = []
+
+    def add_samples(self, samples: list[Sample]) -> None:
+        """Add ``Sample`` rows."""
+        if samples:
+            batch = SampleBatch.from_samples(samples)
+            self.add_columns(batch.series, batch.series_index, batch.ts_ms, batch.values)
+
+    def add_columns(
+        self, series: list[SeriesKey], index: np.ndarray, ts: np.ndarray, values: np.ndarray
+    ) -> None:
+        """Add samples ``series[index[i]]``, ``ts[i]``, ``values[i]``."""
+        if not index.shape[0]:
+            return
+        used = np.unique(index)
+        remap = np.zeros(len(series), dtype=np.uint32)
+        remap[used] = [self._index.setdefault(series[i], len(self._index)) for i in used.tolist()]
+        self._idx.append(remap[index])
+        self._ts.append(ts)
+        self._vals.append(values)
+
+    def batch(self) -> SampleBatch:
+        """Everything added, as one batch (series in first-added order)."""
+        if not self._idx:
+            return SampleBatch([], np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(0, np.float64))
+        return SampleBatch(
+            list(self._index),
+            np.concatenate(self._idx),
+            np.concatenate(self._ts).astype(np.int64, copy=False),
+            np.concatenate(self._vals).astype(np.float64, copy=False),
+        )
 
 
 def _with_created(results: Iterator[tuple[SampleBatch, list[Sample]]]) -> Iterator[SampleBatch]:
@@ -354,9 +540,12 @@ def _with_created(results: Iterator[tuple[SampleBatch, list[Sample]]]) -> Iterat
         yield batch
 
 
-def _chunks(stream: BinaryIO, total: int | None, progress: Progress | None) -> Iterator[list[_Unit]]:
-    cutter = _Cutter()
-    units: list[_Unit] = []
+def _chunks(
+    stream: BinaryIO, total: int | None, progress: Progress | None
+) -> Iterator[list[_Unit | FastRun]]:
+    tokeniser = Tokeniser()
+    cutter = _Cutter(tokeniser)
+    units: list[_Unit | FastRun] = []
     pending_lines = 0
     rest = b""
     done = 0
@@ -368,9 +557,14 @@ def _chunks(stream: BinaryIO, total: int | None, progress: Progress | None) -> I
         data = rest + data
         cut = data.rfind(b"\n") + 1
         rest = data[cut:]
-        lines = data[:cut].decode("utf-8").splitlines(keepends=True)
-        cutter.feed(lines, units)
-        pending_lines += len(lines)
+        block = tokeniser.block(data[:cut]) if _FAST_READER else None
+        if block is None:
+            lines = data[:cut].decode("utf-8").splitlines(keepends=True)
+            cutter.feed(lines, units)
+            pending_lines += len(lines)
+        else:
+            cutter.feed_block(block, units)
+            pending_lines += len(block)
         if progress is not None:
             progress(done, total)
         if pending_lines >= _CHUNK_LINES:
@@ -474,7 +668,7 @@ def iter_backfill(
 
 
 def _in_pool(
-    chunks: Iterator[list[_Unit]], labels: dict[str, str], n_workers: int
+    chunks: Iterator[list[_Unit | FastRun]], labels: dict[str, str], n_workers: int
 ) -> Iterator[tuple[SampleBatch, list[Sample]]]:
     """Run ``_process`` over chunks in worker processes, in order, with at most two chunks per
     worker in flight (so the file is never read far ahead of the parsing)."""
