@@ -14,16 +14,9 @@ unit is parsed by ``prometheus_client``'s OpenMetrics parser. Units are cut
 Units are parsed, then adapted (``adapters.adapt``) in chunks of about ``_CHUNK_LINES`` lines, either
 in this process or in a pool of worker processes.
 
-Bucket bounds are read as the scraper reads them (``exposition.normalise_le``, the one normaliser;
-regression case C15). The library parser refuses a +Inf bound not written ``+Inf`` (``+inf``, ``Inf``;
-client_python#938), so the text is pre-normalised before it reaches the parser rather than parsed a
-second way after a failure: each distinct label text is shortened once (see ``_short_labels``) and its
-``le`` is written there in ``normalise_le``'s form, so the common path (bounds already canonical) does no
-per-sample work beyond today's; the few units whose labels are not shortened (a ``# UNIT`` line) go
-through ``exposition.openmetrics_bounds``, the scraper's regex. Catching the parser's error and
-re-parsing a unit was the alternative: it would parse a bad unit twice and need its own rewrite anyway.
-A bound that is not a number keeps its text, the parser refuses its line, and the error is reported
-as the scraper reports it (``line N: sample NAME: bucket bound le='…' is not a number``).
+The library path (``backfill_library``: the text each unit gives the parser, and its errors) reads
+every unit the fast reader (``backfill_fast``: whole blocks in numpy, the common lines only) is not
+certain of; both give the same samples and errors (tests/ingest/test_backfill_fast.py).
 
 Creation times (issue 11 rule 7, the scraper's rule for a series new to its target): a counter-like
 series (``_total``, ``_bucket``, ``_sum``, ``_count``) whose family gives ``<name>_created`` gets a 0 at that
@@ -36,39 +29,29 @@ no earlier chunk held (``_with_created``: a set of the series seen, bounded by t
 
 from __future__ import annotations
 
-import io
 import itertools
 import multiprocessing
 import os
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from multiprocessing.pool import AsyncResult
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
-from prometheus_client import parser as _text_parser
-from prometheus_client.metrics_core import Metric
-from prometheus_client.openmetrics import parser as _om_parser
 
 from servemetrics.ingest.adapters import adapt
 from servemetrics.ingest.adapters.columnar import adapt_batch
 from servemetrics.ingest.backfill_fast import FAST_KINDS, FastRun, Lines, Tokeniser, make_run, parse_run
+from servemetrics.ingest.backfill_library import BackfillError, Unit, parse_unit
 from servemetrics.ingest.exposition import (
     CREATED_HORIZON_MS,
-    PARSE_ERRORS,
-    BoundError,
-    ExpositionError,
-    bound_problem,
-    collect_samples,
     created_zeros,
-    first_bound_problem,
-    openmetrics_bounds,
-    parseable_le,
 )
 from servemetrics.samples import Sample, SampleBatch
 from servemetrics.types import SeriesKey
+
+__all__ = ["BackfillError", "Progress", "iter_backfill"]
 
 Progress = Callable[[int, int | None], None]
 """``progress(bytes_read, total_bytes_or_None)``, called after each chunk read."""
@@ -79,7 +62,6 @@ _CHUNK_LINES = 40_000
 _AUTO_WORKERS_MIN_BYTES = 32 << 20
 _FAST_READER = True
 """Blocks go to ``backfill_fast`` (False: every line is read as text, every unit by the library; tests)."""
-_NO_TS = -(2**63)
 _PER_TIMESTAMP = frozenset({"histogram", "gaugehistogram", "summary"})
 _SUFFIXES = {
     "counter": ("_total", "_created"),
@@ -88,20 +70,6 @@ _SUFFIXES = {
     "gaugehistogram": ("_gcount", "_gsum", "_bucket"),
     "info": ("_info",),
 }
-
-
-class BackfillError(ValueError):
-    """The backfill file is not valid OpenMetrics with timestamps; the message names the line."""
-
-
-@dataclass(frozen=True)
-class _Unit:
-    family: str  # the family name
-    kind: str  # the family's TYPE ("unknown" without one)
-    meta: str  # the family's metadata lines
-    lines: list[str]  # sample lines
-    meta_lines: tuple[int, ...]  # file line numbers of the metadata lines
-    first_line: int  # file line number of the first sample line
 
 
 def _sample_name(line: str) -> str:
@@ -142,19 +110,19 @@ class _Cutter:
         self._keys: set[str] = set()
         self._last_key = ""
 
-    def feed(self, lines: list[str], units: list[_Unit | FastRun]) -> None:
+    def feed(self, lines: list[str], units: list[Unit | FastRun]) -> None:
         """Consume lines (each ending in ``\\n``), appending finished units to ``units``."""
         for line in lines:
             self._line(line, units)
 
-    def _line(self, line: str, units: list[_Unit | FastRun]) -> None:
+    def _line(self, line: str, units: list[Unit | FastRun]) -> None:
         self.line_no += 1
         if line[0] == "#":
             self._metadata(line, units)
         elif line != "\n":
             self._sample(line, units)
 
-    def feed_block(self, block: Lines, units: list[_Unit | FastRun]) -> None:
+    def feed_block(self, block: Lines, units: list[Unit | FastRun]) -> None:
         """Consume a block's lines: plain stretches in columns, any other line as text."""
         base = self.line_no
         special = np.flatnonzero(~block.plain).tolist()
@@ -169,11 +137,11 @@ class _Cutter:
             i = j + 1
         self.line_no = base + len(block)
 
-    def close(self, units: list[_Unit | FastRun]) -> None:
+    def close(self, units: list[Unit | FastRun]) -> None:
         """Flush the last unit."""
         self._flush(units)
 
-    def _metadata(self, line: str, units: list[_Unit | FastRun]) -> None:
+    def _metadata(self, line: str, units: list[Unit | FastRun]) -> None:
         if line.startswith("# EOF"):
             self._flush(units)
             self._family = None
@@ -190,12 +158,12 @@ class _Cutter:
         self._meta.append(line)
         self._meta_nos.append(self.line_no)
 
-    def _new_family(self, name: str, units: list[_Unit | FastRun]) -> None:
+    def _new_family(self, name: str, units: list[Unit | FastRun]) -> None:
         self._flush(units)
         self._family, self._type, self._meta, self._meta_nos = name, "unknown", [], []
         self._allowed = frozenset({name})
 
-    def _sample(self, line: str, units: list[_Unit | FastRun]) -> None:
+    def _sample(self, line: str, units: list[Unit | FastRun]) -> None:
         name = _sample_name(line)
         if name not in self._allowed:
             self._new_family(name, units)
@@ -218,7 +186,7 @@ class _Cutter:
         self._pieces.append(piece)
         self._count += count
 
-    def _plain(self, block: Lines, i: int, j: int, base: int, units: list[_Unit | FastRun]) -> None:
+    def _plain(self, block: Lines, i: int, j: int, base: int, units: list[Unit | FastRun]) -> None:
         """Cut plain lines ``i`` to ``j`` of ``block`` (``base``: the file line before the block)."""
         prefixes = self._prefixes
         pid = block.pid
@@ -238,7 +206,7 @@ class _Cutter:
                 self._by_series(block, i, k, base, units)
             i = k
 
-    def _per_timestamp(self, block: Lines, i: int, k: int, base: int, units: list[_Unit | FastRun]) -> None:
+    def _per_timestamp(self, block: Lines, i: int, k: int, base: int, units: list[Unit | FastRun]) -> None:
         """Plain lines ``i`` to ``k`` of a histogram or summary family: a unit per timestamp."""
         if self._count and _ts_text(block, i) != self._ts:
             self._flush(units)
@@ -254,7 +222,7 @@ class _Cutter:
             self._add(block.slice(last, k), k - last, base + last + 1)
         self._ts = _ts_text(block, k - 1)
 
-    def _by_series(self, block: Lines, i: int, k: int, base: int, units: list[_Unit | FastRun]) -> None:
+    def _by_series(self, block: Lines, i: int, k: int, base: int, units: list[Unit | FastRun]) -> None:
         """Plain lines ``i`` to ``k`` of another family: cut where a series comes back, or at a series
         change after ``_MAX_UNIT_LINES`` lines (``_sample``'s rule, per run of one series)."""
         pid = block.pid[i:k]
@@ -269,7 +237,7 @@ class _Cutter:
             self._add(block.slice(i + a, i + b), b - a, base + i + a + 1)
 
     def _emit(
-        self, lines: Lines, starts: np.ndarray, first_lines: np.ndarray, units: list[_Unit | FastRun]
+        self, lines: Lines, starts: np.ndarray, first_lines: np.ndarray, units: list[Unit | FastRun]
     ) -> None:
         family = self._family or ""
         if self._type in FAST_KINDS and "# UNIT" not in "".join(self._meta):
@@ -290,10 +258,10 @@ class _Cutter:
         for u, (lo, hi) in enumerate(itertools.pairwise(bounds)):
             units.append(self._unit(lines.slice(lo, hi).lines(), int(first_lines[u])))
 
-    def _unit(self, lines: list[str], first: int) -> _Unit:
-        return _Unit(self._family or "", self._type, "".join(self._meta), lines, tuple(self._meta_nos), first)
+    def _unit(self, lines: list[str], first: int) -> Unit:
+        return Unit(self._family or "", self._type, "".join(self._meta), lines, tuple(self._meta_nos), first)
 
-    def _flush(self, units: list[_Unit | FastRun]) -> None:
+    def _flush(self, units: list[Unit | FastRun]) -> None:
         if self._count:
             pieces = self._pieces
             if all(isinstance(p, Lines) for p in pieces):
@@ -313,132 +281,8 @@ def _ts_text(block: Lines, i: int) -> str:
     return _timestamp_token(block.line(i))
 
 
-def _error_line(unit: _Unit, unit_line: int, meta_count: int) -> int:
-    """The file line of line ``unit_line`` of a unit's parse text that starts with ``meta_count``
-    metadata lines (the unit's own, or one synthesized ``# TYPE`` line)."""
-    if unit_line <= meta_count:
-        return unit.meta_lines[-1] if unit.meta_lines else unit.first_line
-    return unit.first_line + unit_line - meta_count - 1
-
-
-class _Lines:
-    def __init__(self, text: str) -> None:
-        self._it = io.StringIO(text)
-        self.number = 0
-
-    def __iter__(self) -> Iterator[str]:
-        for line in self._it:
-            self.number += 1
-            yield line
-
-
-_ALIAS = "a_"
-_ALIASABLE = frozenset({"gauge", "counter", "unknown", "histogram", "gaugehistogram", "summary"})
-_KEPT = ("le", "quantile")
-_short_of: dict[str, str] = {}  # label text -> short label text (per process)
-_alias_of: dict[str, str] = {}  # repr of the parsed labels without le/quantile -> alias id
-_labels_of: dict[str, dict[str, str]] = {}  # alias id -> those labels
-
-
-def _short_labels(text: str) -> str:
-    """The short label text replacing ``text``: the series' alias id, plus ``le``/``quantile``, which
-    the parser's histogram and summary checks need, ``le`` in ``normalise_le``'s form (which the parser
-    accepts, ``+inf`` included). ``text`` itself is parsed once, by the library."""
-    short = _short_of.get(text)
-    if short is None:
-        try:
-            labels = _text_parser.parse_labels(text, True)
-        except ValueError:
-            return text  # leave the line as it is: the parser reports the error with its line
-        kept = {k: labels.pop(k) for k in _KEPT if k in labels}
-        if "le" in kept:
-            kept["le"] = parseable_le(kept["le"])
-        key = repr(sorted(labels.items()))
-        alias = _alias_of.setdefault(key, str(len(_labels_of)))
-        _labels_of.setdefault(alias, labels)
-        short = "".join(f'{k}="{v}",' for k, v in kept.items()) + f'{_ALIAS}="{alias}"'
-        if len(_short_of) < 1_000_000:
-            _short_of[text] = short
-    return short
-
-
-def _shorten(line: str) -> str:
-    brace, space = line.find("{"), line.find(" ")
-    if brace == -1 or -1 < space < brace:  # no labels (a later "{" belongs to an exemplar)
-        if space == -1:
-            return line
-        return line[:space] + "{" + _short_labels("") + "}" + line[space:]
-    end = line.find("} ", brace)
-    if end == -1:
-        return line
-    return line[: brace + 1] + _short_labels(line[brace + 1 : end]) + line[end:]
-
-
-_SHORT_NAME = "f"
-
-
-def _unit_text(unit: _Unit) -> tuple[str, str | None]:
-    """The text handed to the parser, and the family name it was shortened from (``None``: kept)."""
-    if unit.kind not in _ALIASABLE or "# UNIT" in unit.meta:
-        return openmetrics_bounds(unit.meta + "".join(unit.lines)) + "# EOF\n", None
-    cut = len(unit.family)
-    meta = f"# TYPE {_SHORT_NAME} {unit.kind}\n" if unit.kind != "unknown" else ""
-    lines = [_SHORT_NAME + _shorten(x)[cut:] for x in unit.lines]
-    return meta + "".join(lines) + "# EOF\n", unit.family
-
-
-def _unalias(families: list[Metric], family: str | None) -> None:
-    for fam in families:
-        if family is not None:
-            fam.name = family
-        samples = fam.samples
-        for i, s in enumerate(samples):
-            labels = s.labels
-            alias = labels.pop(_ALIAS, None)
-            if alias is not None:
-                labels = {**_labels_of[alias], **labels}
-            name = family + s.name[len(_SHORT_NAME) :] if family is not None else s.name
-            samples[i] = s._replace(name=name, labels=labels)
-
-
-def _parse_unit(unit: _Unit, created: dict[SeriesKey, int]) -> list[Sample]:
-    text, family = _unit_text(unit)
-    lines = _Lines(text)
-    try:
-        parsed = _om_parser.text_fd_to_metric_families(lines)  # type: ignore[no-untyped-call]
-        families: list[Metric] = list(parsed)
-    except PARSE_ERRORS as exc:
-        meta_count = len(unit.meta_lines) if family is None else int(unit.kind != "unknown")
-        line = _error_line(unit, lines.number, meta_count)
-        index = lines.number - meta_count - 1
-        problem = bound_problem(unit.lines[index]) if 0 <= index < len(unit.lines) else None
-        if problem is not None:
-            raise BackfillError(f"line {line}: {problem}") from exc
-        raise BackfillError(f"line {line}: invalid OpenMetrics: {exc}") from exc
-    _unalias(families, family)
-    try:
-        parsed = collect_samples(families, _NO_TS)
-    except BoundError as exc:
-        found = first_bound_problem(unit.lines, unit.first_line)
-        raise BackfillError(
-            f"line {found[0]}: {found[1]}" if found else f"line {unit.first_line}+: {exc}"
-        ) from exc
-    except ExpositionError as exc:
-        hint = "; backfill timestamps are in seconds, not milliseconds" if "out of range" in str(exc) else ""
-        raise BackfillError(f"line {unit.first_line}+: {exc}{hint}") from exc
-    for key, ts in parsed.created.items():
-        created.setdefault(key, ts)
-    samples = parsed.samples
-    for s in samples:
-        if s.ts_ms == _NO_TS:
-            raise BackfillError(
-                f"line {unit.first_line}+: sample {s.name} has no timestamp (backfill needs them)"
-            )
-    return samples
-
-
 def _process(
-    units: list[_Unit | FastRun], target_labels: Mapping[str, str]
+    units: list[Unit | FastRun], target_labels: Mapping[str, str]
 ) -> tuple[SampleBatch, list[Sample]]:
     """Parse and adapt a chunk of units into one columnar batch, and the ``_created`` zeros of its
     counter-like series, adapted: one per series, before its first sample in the chunk, when its family's
@@ -448,8 +292,8 @@ def _process(
     created: dict[SeriesKey, int] = {}
     raw = _Columns()
     for unit in units:
-        if isinstance(unit, _Unit):
-            raw.add_samples(_parse_unit(unit, created))
+        if isinstance(unit, Unit):
+            raw.add_samples(parse_unit(unit, created))
         else:
             _read_run(unit, raw, created)
     batch = raw.batch()
@@ -468,10 +312,10 @@ def _read_run(run: FastRun, raw: _Columns, created: dict[SeriesKey, int]) -> Non
     u = 0
     while u < len(certain):
         if not certain[u]:
-            unit = _Unit(
+            unit = Unit(
                 run.family, run.kind, run.meta, run.unit_lines(u), run.meta_lines, int(run.first_lines[u])
             )
-            raw.add_samples(_parse_unit(unit, created))
+            raw.add_samples(parse_unit(unit, created))
             u += 1
             continue
         v = u
@@ -540,12 +384,10 @@ def _with_created(results: Iterator[tuple[SampleBatch, list[Sample]]]) -> Iterat
         yield batch
 
 
-def _chunks(
-    stream: BinaryIO, total: int | None, progress: Progress | None
-) -> Iterator[list[_Unit | FastRun]]:
+def _chunks(stream: BinaryIO, total: int | None, progress: Progress | None) -> Iterator[list[Unit | FastRun]]:
     tokeniser = Tokeniser()
     cutter = _Cutter(tokeniser)
-    units: list[_Unit | FastRun] = []
+    units: list[Unit | FastRun] = []
     pending_lines = 0
     rest = b""
     done = 0
@@ -668,7 +510,7 @@ def iter_backfill(
 
 
 def _in_pool(
-    chunks: Iterator[list[_Unit | FastRun]], labels: dict[str, str], n_workers: int
+    chunks: Iterator[list[Unit | FastRun]], labels: dict[str, str], n_workers: int
 ) -> Iterator[tuple[SampleBatch, list[Sample]]]:
     """Run ``_process`` over chunks in worker processes, in order, with at most two chunks per
     worker in flight (so the file is never read far ahead of the parsing)."""

@@ -222,10 +222,9 @@ class Tokeniser:
         if not data or len(self._ids) > _MAX_PREFIXES:
             return None
         buf = np.frombuffer(data, dtype=np.uint8)
-        newline = buf == 10
-        if bool(((buf < 32) & ~newline).any()) or bool((buf > 126).any()):
+        end = np.flatnonzero(buf == 10)
+        if np.count_nonzero((buf - np.uint8(32)) > 94) != end.shape[0]:  # a byte not printable ASCII or \n
             return None
-        end = np.flatnonzero(newline)
         start = np.empty_like(end)
         start[0] = 0
         start[1:] = end[:-1] + 1
@@ -263,7 +262,9 @@ class Tokeniser:
         ts_new = np.ones(n, dtype=bool)
         if n > 1:
             ts_new[1:] = (ttok[1:] != ttok[:-1]).any(axis=1)
-        return Lines(data, start, end, plain, pid, values, int_token, _ts_ms(ttok), ts_new)
+        ts_ms = np.zeros(n, dtype=np.int64)
+        ts_ms[plain] = _ts_ms(ttok[plain])
+        return Lines(data, start, end, plain, pid, values, int_token, ts_ms, ts_new)
 
     def _read_new(self, data: bytes) -> None:
         """Read the prefixes first seen in the last block (the dict keeps insertion order)."""
@@ -286,7 +287,19 @@ def _integer_digits(ttok: np.ndarray) -> np.ndarray:
 
 
 def _ts_ms(ttok: np.ndarray) -> np.ndarray:
-    """Milliseconds of timestamp tokens of the ``D+(.D{1,3})?`` form (others: any value, unused)."""
+    """Milliseconds of timestamp tokens of the ``D+(.D{1,3})?`` form, at most 15 digits before the point."""
+    ms = np.zeros(ttok.shape[0], dtype=np.int64)
+    digits = ((ttok >= 48) & (ttok <= 57)) | (ttok == 0)
+    whole = digits.all(axis=1) & (ttok[:, 0] != 0)
+    if whole.any():  # seconds only: numpy reads the digits
+        ms[whole] = ttok[whole].view(f"S{ttok.shape[1]}").ravel().astype(np.int64) * 1000
+    rest = np.flatnonzero(~whole)
+    if rest.shape[0]:
+        ms[rest] = _ts_ms_by_digit(ttok[rest])
+    return ms
+
+
+def _ts_ms_by_digit(ttok: np.ndarray) -> np.ndarray:
     n = ttok.shape[0]
     sec = np.zeros(n, dtype=np.int64)
     frac = np.zeros(n, dtype=np.int64)
