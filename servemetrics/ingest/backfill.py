@@ -188,23 +188,31 @@ class _Cutter:
 
     def _plain(self, block: Lines, i: int, j: int, base: int, units: list[Unit | FastRun]) -> None:
         """Cut plain lines ``i`` to ``j`` of ``block`` (``base``: the file line before the block)."""
-        prefixes = self._prefixes
         pid = block.pid
         while i < j:
-            allowed = self._allowed
-            names = np.unique(pid[i:j]).tolist()
-            outside = [p for p in names if prefixes[p].name not in allowed]
-            if pid[i] in outside:
-                self._new_family(prefixes[int(pid[i])].name, units)  # type: ignore[union-attr]
+            k = self._first_outside(pid, i, j)
+            if k == i:
+                self._new_family(self._prefixes[int(pid[i])].name, units)  # type: ignore[union-attr]
                 continue
-            k = j
-            if outside:
-                k = i + int(np.flatnonzero(np.isin(pid[i:j], outside))[0])
             if self._type in _PER_TIMESTAMP:
                 self._per_timestamp(block, i, k, base, units)
             else:
                 self._by_series(block, i, k, base, units)
             i = k
+
+    def _first_outside(self, pid: np.ndarray, i: int, j: int) -> int:
+        """The first of lines ``i`` to ``j`` whose name the current family does not allow (``j``: none),
+        looked for in growing windows, so a family's stretch costs about its own length."""
+        allowed, prefixes = self._allowed, self._prefixes
+        lo, width = i, 64
+        while lo < j:
+            hi = min(j, lo + width)
+            window = pid[lo:hi]
+            outside = [p for p in np.unique(window).tolist() if prefixes[p].name not in allowed]
+            if outside:
+                return lo + int(np.flatnonzero(np.isin(window, outside))[0])
+            lo, width = hi, width * 4
+        return j
 
     def _per_timestamp(self, block: Lines, i: int, k: int, base: int, units: list[Unit | FastRun]) -> None:
         """Plain lines ``i`` to ``k`` of a histogram or summary family: a unit per timestamp."""

@@ -272,3 +272,12 @@ def test_random_files_same_outcome(monkeypatch) -> None:
         errors += not isinstance(result, list)
         certain += sum(int(parse_run(r).certain.sum()) for r in runs(text))
     assert 20 < errors < 280 and certain > 500  # both outcomes, and many units read fast
+
+
+def test_many_families_without_metadata_cut_alike(monkeypatch) -> None:
+    """Families that start at a sample line (no ``# TYPE``), many per block and back at every scrape."""
+    text = "".join(f'vllm:x{f}{{a="{f % 3}"}} {t} {T0 + 15 * t}\n' for t in range(40) for f in range(150))
+    text += "".join(f"vllm:y{f} {t} {T0 + 15 * t}\n" for f in range(5) for t in range(200)) + "# EOF\n"
+    found = runs(text)
+    assert sum(len(r.starts) for r in found) == 40 * 150 + 5  # one unit per family stretch
+    assert stored(same(text, monkeypatch)) == 40 * 150 + 5 * 200  # engine names are kept as they are
