@@ -43,7 +43,7 @@ import numpy as np
 from servemetrics.ingest.adapters import adapt
 from servemetrics.ingest.adapters.columnar import adapt_batch
 from servemetrics.ingest.backfill_fast import FAST_KINDS, FastRun, Lines, Tokeniser, make_run, parse_run
-from servemetrics.ingest.backfill_library import BackfillError, Unit, parse_unit
+from servemetrics.ingest.backfill_library import BackfillError, Unit, parse_unit, register_labels
 from servemetrics.ingest.exposition import (
     CREATED_HORIZON_MS,
     created_zeros,
@@ -314,6 +314,8 @@ def _process(
 def _read_run(run: FastRun, raw: _Columns, created: dict[SeriesKey, int]) -> None:
     """Add the samples of ``run``'s units to ``raw`` in order: certain units from ``parse_run``, the
     others from the library parser."""
+    used, first = np.unique(run.local, return_index=True)
+    register_labels([run.prefix_texts[i] for i in used[np.argsort(first, kind="stable")].tolist()])
     read = parse_run(run)
     bounds = [*run.starts.tolist(), len(run.lines)]
     certain = read.certain.tolist()

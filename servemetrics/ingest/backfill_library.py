@@ -106,6 +106,15 @@ def _short_labels(text: str) -> str:
     return short
 
 
+def register_labels(prefixes: list[str]) -> None:
+    """Give the label texts of these plain prefixes (``name`` or ``name{...}``) their alias ids, in this
+    order, as parsing their lines here would have: a unit parsed here later, in the same process, then
+    names the same ids in its errors as before the fast reader (``f{a_="17"}``)."""
+    for prefix in prefixes:
+        brace = prefix.find("{")
+        _short_labels(prefix[brace + 1 : -1] if brace != -1 else "")
+
+
 def _shorten(line: str) -> str:
     brace, space = line.find("{"), line.find(" ")
     if brace == -1 or -1 < space < brace:  # no labels (a later "{" belongs to an exemplar)

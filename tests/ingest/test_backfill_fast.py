@@ -281,3 +281,37 @@ def test_many_families_without_metadata_cut_alike(monkeypatch) -> None:
     found = runs(text)
     assert sum(len(r.starts) for r in found) == 40 * 150 + 5  # one unit per family stretch
     assert stored(same(text, monkeypatch)) == 40 * 150 + 5 * 200  # engine names are kept as they are
+
+
+_ERROR_OF = """
+import io, sys
+from servemetrics.ingest import backfill
+backfill._FAST_READER = sys.argv[1] == "fast"
+try:
+    list(backfill.iter_backfill(io.BytesIO(sys.stdin.buffer.read()), {"replica": "r1"}))
+except backfill.BackfillError as exc:
+    print(exc)
+"""
+
+
+def test_an_error_after_fast_units_names_the_library_paths_alias_ids() -> None:
+    """The library's message quotes the shortened line (``f{a_="N"}``): N counts the label sets seen
+    before in the process, so the fast reader registers those it reads; each path in a fresh process."""
+    text = "".join(f'# TYPE g{k} gauge\ng{k}{{a="{k}"}} 1 100\n' for k in range(30))
+    text += '# TYPE c counter\nc_total{a="x"} 1 100\nc_total{a="x"} -1 115\n# EOF\n'
+
+    def error(mode: str) -> str:
+        done = subprocess.run(
+            [sys.executable, "-c", _ERROR_OF, mode],
+            input=text.encode(),
+            capture_output=True,
+            check=True,
+            cwd=REPO_ROOT,
+        )
+        return done.stdout.decode().strip()
+
+    fast = error("fast")
+    assert fast == error("library")
+    assert fast.startswith(
+        'line 63: invalid OpenMetrics: Counter-like samples cannot be negative: f_total{a_="30"}'
+    )
