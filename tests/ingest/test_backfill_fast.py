@@ -9,7 +9,6 @@ import io
 import random
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,9 +19,7 @@ from tests.ingest.fixtures import FIXTURES, REPO_ROOT
 from tests.ingest.openmetrics_gen import T0, openmetrics_lines
 
 TARGET = {"model_id": "m1", "deployment_id": "d1", "replica": "r1"}
-GEN_W1 = REPO_ROOT.parent.parent / "shared" / "bench" / "gen_w1.py"
-if not GEN_W1.exists():
-    GEN_W1 = Path("/work/shared/bench/gen_w1.py")
+GEN_W1 = FIXTURES.parents[1] / "bench" / "gen_w1.py"  # the shared workload's generator, beside the fixtures
 
 
 def outcome(text: str | bytes, fast: bool, monkeypatch: pytest.MonkeyPatch, **kwargs) -> object:
