@@ -119,12 +119,12 @@ def open_registry(config: Config) -> Registry:
 def engine_options(config: Config) -> EngineOptions | None:
     """The engine the config's ``store`` names (None for the embedded DuckDB store). A relative
     ``buffer_dir`` is relative to ``data_dir``; the default is ``<data_dir>/remote_write_buffer``."""
+    s = config.store
+    if s.kind != "prometheus":
+        return None  # before the imports: the engine store's modules cost ~0.1 s of every import call
     from servemetrics.store.prometheus import EngineOptions
     from servemetrics.store.promql import Flavor
 
-    s = config.store
-    if s.kind != "prometheus":
-        return None
     assert s.flavor is not None and s.query_url is not None and s.remote_write_url is not None
     headers = dict(s.tenant_header or {})
     if s.bearer_token is not None:

@@ -14,16 +14,9 @@ unit is parsed by ``prometheus_client``'s OpenMetrics parser. Units are cut
 Units are parsed, then adapted (``adapters.adapt``) in chunks of about ``_CHUNK_LINES`` lines, either
 in this process or in a pool of worker processes.
 
-Bucket bounds are read as the scraper reads them (``exposition.normalise_le``, the one normaliser;
-regression case C15). The library parser refuses a +Inf bound not written ``+Inf`` (``+inf``, ``Inf``;
-client_python#938), so the text is pre-normalised before it reaches the parser rather than parsed a
-second way after a failure: each distinct label text is shortened once (see ``_short_labels``) and its
-``le`` is written there in ``normalise_le``'s form, so the common path (bounds already canonical) does no
-per-sample work beyond today's; the few units whose labels are not shortened (a ``# UNIT`` line) go
-through ``exposition.openmetrics_bounds``, the scraper's regex. Catching the parser's error and
-re-parsing a unit was the alternative: it would parse a bad unit twice and need its own rewrite anyway.
-A bound that is not a number keeps its text, the parser refuses its line, and the error is reported
-as the scraper reports it (``line N: sample NAME: bucket bound le='…' is not a number``).
+The library path (``backfill_library``: the text each unit gives the parser, and its errors) reads
+every unit the fast reader (``backfill_fast``: whole blocks in numpy, the common lines only) is not
+certain of; both give the same samples and errors (tests/ingest/test_backfill_fast.py).
 
 Creation times (issue 11 rule 7, the scraper's rule for a series new to its target): a counter-like
 series (``_total``, ``_bucket``, ``_sum``, ``_count``) whose family gives ``<name>_created`` gets a 0 at that
@@ -36,36 +29,29 @@ no earlier chunk held (``_with_created``: a set of the series seen, bounded by t
 
 from __future__ import annotations
 
-import io
+import itertools
 import multiprocessing
 import os
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from multiprocessing.pool import AsyncResult
 from pathlib import Path
 from typing import BinaryIO
 
 import numpy as np
-from prometheus_client import parser as _text_parser
-from prometheus_client.metrics_core import Metric
-from prometheus_client.openmetrics import parser as _om_parser
 
 from servemetrics.ingest.adapters import adapt
+from servemetrics.ingest.adapters.columnar import adapt_batch
+from servemetrics.ingest.backfill_fast import FAST_KINDS, FastRun, Lines, Tokeniser, make_run, parse_run
+from servemetrics.ingest.backfill_library import BackfillError, Unit, parse_unit, register_labels
 from servemetrics.ingest.exposition import (
     CREATED_HORIZON_MS,
-    PARSE_ERRORS,
-    BoundError,
-    ExpositionError,
-    bound_problem,
-    collect_samples,
     created_zeros,
-    first_bound_problem,
-    openmetrics_bounds,
-    parseable_le,
 )
 from servemetrics.samples import Sample, SampleBatch
 from servemetrics.types import SeriesKey
+
+__all__ = ["BackfillError", "Progress", "iter_backfill"]
 
 Progress = Callable[[int, int | None], None]
 """``progress(bytes_read, total_bytes_or_None)``, called after each chunk read."""
@@ -74,7 +60,8 @@ _READ_BYTES = 4 << 20
 _MAX_UNIT_LINES = 5_000
 _CHUNK_LINES = 40_000
 _AUTO_WORKERS_MIN_BYTES = 32 << 20
-_NO_TS = -(2**63)
+_FAST_READER = True
+"""Blocks go to ``backfill_fast`` (False: every line is read as text, every unit by the library; tests)."""
 _PER_TIMESTAMP = frozenset({"histogram", "gaugehistogram", "summary"})
 _SUFFIXES = {
     "counter": ("_total", "_created"),
@@ -83,20 +70,6 @@ _SUFFIXES = {
     "gaugehistogram": ("_gcount", "_gsum", "_bucket"),
     "info": ("_info",),
 }
-
-
-class BackfillError(ValueError):
-    """The backfill file is not valid OpenMetrics with timestamps; the message names the line."""
-
-
-@dataclass(frozen=True)
-class _Unit:
-    family: str  # the family name
-    kind: str  # the family's TYPE ("unknown" without one)
-    meta: str  # the family's metadata lines
-    lines: list[str]  # sample lines
-    meta_lines: tuple[int, ...]  # file line numbers of the metadata lines
-    first_line: int  # file line number of the first sample line
 
 
 def _sample_name(line: str) -> str:
@@ -118,42 +91,64 @@ def _series_token(line: str, name: str) -> str:
 
 
 class _Cutter:
-    """Cut a stream of lines into parse units (see the module docstring)."""
+    """Cut a stream of lines into parse units (see the module docstring): text lines (``feed``) or the
+    columns of a block (``feed_block``, ``backfill_fast``), whose plain lines are cut as their text would
+    be; a unit of plain lines only, of a kind the fast reader reads, becomes (part of) a ``FastRun``."""
 
-    def __init__(self) -> None:
+    def __init__(self, tokeniser: Tokeniser | None = None) -> None:
         self.line_no = 0
+        self._prefixes = tokeniser.prefixes if tokeniser is not None else []
         self._family: str | None = None
         self._type = "unknown"
         self._allowed: frozenset[str] = frozenset()
         self._meta: list[str] = []
         self._meta_nos: list[int] = []
-        self._lines: list[str] = []
+        self._pieces: list[list[str] | Lines] = []
+        self._count = 0
         self._first = 0
         self._ts = ""
         self._keys: set[str] = set()
         self._last_key = ""
 
-    def feed(self, lines: list[str], units: list[_Unit]) -> None:
+    def feed(self, lines: list[str], units: list[Unit | FastRun]) -> None:
         """Consume lines (each ending in ``\\n``), appending finished units to ``units``."""
         for line in lines:
-            self.line_no += 1
-            if line[0] == "#":
-                self._metadata(line, units)
-            elif line != "\n":
-                self._sample(line, units)
+            self._line(line, units)
 
-    def close(self, units: list[_Unit]) -> None:
+    def _line(self, line: str, units: list[Unit | FastRun]) -> None:
+        self.line_no += 1
+        if line[0] == "#":
+            self._metadata(line, units)
+        elif line != "\n":
+            self._sample(line, units)
+
+    def feed_block(self, block: Lines, units: list[Unit | FastRun]) -> None:
+        """Consume a block's lines: plain stretches in columns, any other line as text."""
+        base = self.line_no
+        special = np.flatnonzero(~block.plain).tolist()
+        special.append(len(block))
+        i = 0
+        for j in special:
+            if i < j:
+                self._plain(block, i, j, base, units)
+            if j < len(block):
+                self.line_no = base + j
+                self._line(block.line(j), units)
+            i = j + 1
+        self.line_no = base + len(block)
+
+    def close(self, units: list[Unit | FastRun]) -> None:
         """Flush the last unit."""
         self._flush(units)
 
-    def _metadata(self, line: str, units: list[_Unit]) -> None:
+    def _metadata(self, line: str, units: list[Unit | FastRun]) -> None:
         if line.startswith("# EOF"):
             self._flush(units)
             self._family = None
             return
         parts = line.split(" ", 3)
         name = parts[2].rstrip("\n") if len(parts) > 2 else ""
-        if name != self._family or self._lines:
+        if name != self._family or self._count:
             self._flush(units)
             self._family, self._type, self._meta, self._meta_nos = name, "unknown", [], []
             self._allowed = frozenset({name})
@@ -163,177 +158,222 @@ class _Cutter:
         self._meta.append(line)
         self._meta_nos.append(self.line_no)
 
-    def _sample(self, line: str, units: list[_Unit]) -> None:
+    def _new_family(self, name: str, units: list[Unit | FastRun]) -> None:
+        self._flush(units)
+        self._family, self._type, self._meta, self._meta_nos = name, "unknown", [], []
+        self._allowed = frozenset({name})
+
+    def _sample(self, line: str, units: list[Unit | FastRun]) -> None:
         name = _sample_name(line)
         if name not in self._allowed:
-            self._flush(units)
-            self._family, self._type, self._meta, self._meta_nos = name, "unknown", [], []
-            self._allowed = frozenset({name})
+            self._new_family(name, units)
         if self._type in _PER_TIMESTAMP:
             ts = _timestamp_token(line)
-            if self._lines and ts != self._ts:
+            if self._count and ts != self._ts:
                 self._flush(units)
             self._ts = ts
         else:
             key = _series_token(line, name)
-            if key != self._last_key and (key in self._keys or len(self._lines) >= _MAX_UNIT_LINES):
+            if key != self._last_key and (key in self._keys or self._count >= _MAX_UNIT_LINES):
                 self._flush(units)
             self._keys.add(key)
             self._last_key = key
-        if not self._lines:
-            self._first = self.line_no
-        self._lines.append(line)
+        self._add([line], 1, self.line_no)
 
-    def _flush(self, units: list[_Unit]) -> None:
-        if self._lines:
+    def _add(self, piece: list[str] | Lines, count: int, first_line: int) -> None:
+        if not self._count:
+            self._first = first_line
+        self._pieces.append(piece)
+        self._count += count
+
+    def _plain(self, block: Lines, i: int, j: int, base: int, units: list[Unit | FastRun]) -> None:
+        """Cut plain lines ``i`` to ``j`` of ``block`` (``base``: the file line before the block)."""
+        pid = block.pid
+        while i < j:
+            k = self._first_outside(pid, i, j)
+            if k == i:
+                self._new_family(self._prefixes[int(pid[i])].name, units)  # type: ignore[union-attr]
+                continue
+            if self._type in _PER_TIMESTAMP:
+                self._per_timestamp(block, i, k, base, units)
+            else:
+                self._by_series(block, i, k, base, units)
+            i = k
+
+    def _first_outside(self, pid: np.ndarray, i: int, j: int) -> int:
+        """The first of lines ``i`` to ``j`` whose name the current family does not allow (``j``: none),
+        looked for in growing windows, so a family's stretch costs about its own length."""
+        allowed, prefixes = self._allowed, self._prefixes
+        lo, width = i, 64
+        while lo < j:
+            hi = min(j, lo + width)
+            window = pid[lo:hi]
+            outside = [p for p in np.unique(window).tolist() if prefixes[p].name not in allowed]
+            if outside:
+                return lo + int(np.flatnonzero(np.isin(window, outside))[0])
+            lo, width = hi, width * 4
+        return j
+
+    def _per_timestamp(self, block: Lines, i: int, k: int, base: int, units: list[Unit | FastRun]) -> None:
+        """Plain lines ``i`` to ``k`` of a histogram or summary family: a unit per timestamp."""
+        if self._count and _ts_text(block, i) != self._ts:
+            self._flush(units)
+        cuts = (i + 1 + np.flatnonzero(block.ts_new[i + 1 : k])).tolist()
+        head = cuts[0] if cuts else k
+        self._add(block.slice(i, head), head - i, base + i + 1)
+        if cuts:
+            self._flush(units)
+            last = cuts[-1]
+            if len(cuts) > 1:
+                starts = np.asarray(cuts[:-1], dtype=np.int64) - cuts[0]
+                self._emit(block.slice(cuts[0], last), starts, base + cuts[0] + 1 + starts, units)
+            self._add(block.slice(last, k), k - last, base + last + 1)
+        self._ts = _ts_text(block, k - 1)
+
+    def _by_series(self, block: Lines, i: int, k: int, base: int, units: list[Unit | FastRun]) -> None:
+        """Plain lines ``i`` to ``k`` of another family: cut where a series comes back, or at a series
+        change after ``_MAX_UNIT_LINES`` lines (``_sample``'s rule, per run of one series)."""
+        pid = block.pid[i:k]
+        runs = [0, *(1 + np.flatnonzero(pid[1:] != pid[:-1])).tolist(), k - i]
+        prefixes = self._prefixes
+        for a, b in itertools.pairwise(runs):
+            key = prefixes[int(pid[a])].text  # type: ignore[union-attr]
+            if key != self._last_key and (key in self._keys or self._count >= _MAX_UNIT_LINES):
+                self._flush(units)
+            self._keys.add(key)
+            self._last_key = key
+            self._add(block.slice(i + a, i + b), b - a, base + i + a + 1)
+
+    def _emit(
+        self, lines: Lines, starts: np.ndarray, first_lines: np.ndarray, units: list[Unit | FastRun]
+    ) -> None:
+        family = self._family or ""
+        if self._type in FAST_KINDS and "# UNIT" not in "".join(self._meta):
             units.append(
-                _Unit(
-                    self._family or "",
+                make_run(
+                    family,
                     self._type,
                     "".join(self._meta),
-                    self._lines,
                     tuple(self._meta_nos),
-                    self._first,
+                    lines,
+                    starts,
+                    first_lines,
+                    self._prefixes,
                 )
             )
-        self._lines = []
+            return
+        bounds = [*starts.tolist(), len(lines)]
+        for u, (lo, hi) in enumerate(itertools.pairwise(bounds)):
+            units.append(self._unit(lines.slice(lo, hi).lines(), int(first_lines[u])))
+
+    def _unit(self, lines: list[str], first: int) -> Unit:
+        return Unit(self._family or "", self._type, "".join(self._meta), lines, tuple(self._meta_nos), first)
+
+    def _flush(self, units: list[Unit | FastRun]) -> None:
+        if self._count:
+            pieces = self._pieces
+            if all(isinstance(p, Lines) for p in pieces):
+                joined = Lines.join(pieces)  # type: ignore[arg-type]
+                self._emit(joined, np.zeros(1, np.int64), np.asarray([self._first]), units)
+            else:
+                lines = [x for p in pieces for x in (p.lines() if isinstance(p, Lines) else p)]
+                units.append(self._unit(lines, self._first))
+        self._pieces = []
+        self._count = 0
         self._keys = set()
         self._last_key = ""
 
 
-def _error_line(unit: _Unit, unit_line: int, meta_count: int) -> int:
-    """The file line of line ``unit_line`` of a unit's parse text that starts with ``meta_count``
-    metadata lines (the unit's own, or one synthesized ``# TYPE`` line)."""
-    if unit_line <= meta_count:
-        return unit.meta_lines[-1] if unit.meta_lines else unit.first_line
-    return unit.first_line + unit_line - meta_count - 1
+def _ts_text(block: Lines, i: int) -> str:
+    """The timestamp token of plain line ``i`` (``_timestamp_token`` of its text)."""
+    return _timestamp_token(block.line(i))
 
 
-class _Lines:
-    def __init__(self, text: str) -> None:
-        self._it = io.StringIO(text)
-        self.number = 0
-
-    def __iter__(self) -> Iterator[str]:
-        for line in self._it:
-            self.number += 1
-            yield line
-
-
-_ALIAS = "a_"
-_ALIASABLE = frozenset({"gauge", "counter", "unknown", "histogram", "gaugehistogram", "summary"})
-_KEPT = ("le", "quantile")
-_short_of: dict[str, str] = {}  # label text -> short label text (per process)
-_alias_of: dict[str, str] = {}  # repr of the parsed labels without le/quantile -> alias id
-_labels_of: dict[str, dict[str, str]] = {}  # alias id -> those labels
-
-
-def _short_labels(text: str) -> str:
-    """The short label text replacing ``text``: the series' alias id, plus ``le``/``quantile``, which
-    the parser's histogram and summary checks need, ``le`` in ``normalise_le``'s form (which the parser
-    accepts, ``+inf`` included). ``text`` itself is parsed once, by the library."""
-    short = _short_of.get(text)
-    if short is None:
-        try:
-            labels = _text_parser.parse_labels(text, True)
-        except ValueError:
-            return text  # leave the line as it is: the parser reports the error with its line
-        kept = {k: labels.pop(k) for k in _KEPT if k in labels}
-        if "le" in kept:
-            kept["le"] = parseable_le(kept["le"])
-        key = repr(sorted(labels.items()))
-        alias = _alias_of.setdefault(key, str(len(_labels_of)))
-        _labels_of.setdefault(alias, labels)
-        short = "".join(f'{k}="{v}",' for k, v in kept.items()) + f'{_ALIAS}="{alias}"'
-        if len(_short_of) < 1_000_000:
-            _short_of[text] = short
-    return short
-
-
-def _shorten(line: str) -> str:
-    brace, space = line.find("{"), line.find(" ")
-    if brace == -1 or -1 < space < brace:  # no labels (a later "{" belongs to an exemplar)
-        if space == -1:
-            return line
-        return line[:space] + "{" + _short_labels("") + "}" + line[space:]
-    end = line.find("} ", brace)
-    if end == -1:
-        return line
-    return line[: brace + 1] + _short_labels(line[brace + 1 : end]) + line[end:]
-
-
-_SHORT_NAME = "f"
-
-
-def _unit_text(unit: _Unit) -> tuple[str, str | None]:
-    """The text handed to the parser, and the family name it was shortened from (``None``: kept)."""
-    if unit.kind not in _ALIASABLE or "# UNIT" in unit.meta:
-        return openmetrics_bounds(unit.meta + "".join(unit.lines)) + "# EOF\n", None
-    cut = len(unit.family)
-    meta = f"# TYPE {_SHORT_NAME} {unit.kind}\n" if unit.kind != "unknown" else ""
-    lines = [_SHORT_NAME + _shorten(x)[cut:] for x in unit.lines]
-    return meta + "".join(lines) + "# EOF\n", unit.family
-
-
-def _unalias(families: list[Metric], family: str | None) -> None:
-    for fam in families:
-        if family is not None:
-            fam.name = family
-        samples = fam.samples
-        for i, s in enumerate(samples):
-            labels = s.labels
-            alias = labels.pop(_ALIAS, None)
-            if alias is not None:
-                labels = {**_labels_of[alias], **labels}
-            name = family + s.name[len(_SHORT_NAME) :] if family is not None else s.name
-            samples[i] = s._replace(name=name, labels=labels)
-
-
-def _parse_unit(unit: _Unit, created: dict[SeriesKey, int]) -> list[Sample]:
-    text, family = _unit_text(unit)
-    lines = _Lines(text)
-    try:
-        parsed = _om_parser.text_fd_to_metric_families(lines)  # type: ignore[no-untyped-call]
-        families: list[Metric] = list(parsed)
-    except PARSE_ERRORS as exc:
-        meta_count = len(unit.meta_lines) if family is None else int(unit.kind != "unknown")
-        line = _error_line(unit, lines.number, meta_count)
-        index = lines.number - meta_count - 1
-        problem = bound_problem(unit.lines[index]) if 0 <= index < len(unit.lines) else None
-        if problem is not None:
-            raise BackfillError(f"line {line}: {problem}") from exc
-        raise BackfillError(f"line {line}: invalid OpenMetrics: {exc}") from exc
-    _unalias(families, family)
-    try:
-        parsed = collect_samples(families, _NO_TS)
-    except BoundError as exc:
-        found = first_bound_problem(unit.lines, unit.first_line)
-        raise BackfillError(
-            f"line {found[0]}: {found[1]}" if found else f"line {unit.first_line}+: {exc}"
-        ) from exc
-    except ExpositionError as exc:
-        hint = "; backfill timestamps are in seconds, not milliseconds" if "out of range" in str(exc) else ""
-        raise BackfillError(f"line {unit.first_line}+: {exc}{hint}") from exc
-    for key, ts in parsed.created.items():
-        created.setdefault(key, ts)
-    samples = parsed.samples
-    for s in samples:
-        if s.ts_ms == _NO_TS:
-            raise BackfillError(
-                f"line {unit.first_line}+: sample {s.name} has no timestamp (backfill needs them)"
-            )
-    return samples
-
-
-def _process(units: list[_Unit], target_labels: Mapping[str, str]) -> tuple[SampleBatch, list[Sample]]:
+def _process(
+    units: list[Unit | FastRun], target_labels: Mapping[str, str]
+) -> tuple[SampleBatch, list[Sample]]:
     """Parse and adapt a chunk of units into one columnar batch, and the ``_created`` zeros of its
     counter-like series, adapted: one per series, before its first sample in the chunk, when its family's
     first creation time in the chunk lies within ``CREATED_HORIZON_MS`` before it (runs in a worker
-    process; ``_with_created`` keeps those of series the file had not shown before)."""
+    process; ``_with_created`` keeps those of series the file had not shown before). The units of a
+    ``FastRun`` that ``backfill_fast.parse_run`` is certain of are read there, the others here."""
     created: dict[SeriesKey, int] = {}
-    raw = [s for unit in units for s in _parse_unit(unit, created)]
-    zeros = adapt(created_zeros(raw, created, CREATED_HORIZON_MS), target_labels) if created else []
-    return SampleBatch.from_samples(adapt(raw, target_labels)), zeros
+    raw = _Columns()
+    for unit in units:
+        if isinstance(unit, Unit):
+            raw.add_samples(parse_unit(unit, created))
+        else:
+            _read_run(unit, raw, created)
+    batch = raw.batch()
+    if not created:
+        return adapt_batch(batch, target_labels), []
+    zeros = adapt(created_zeros(list(batch.samples()), created, CREATED_HORIZON_MS), target_labels)
+    return adapt_batch(batch, target_labels), zeros
+
+
+def _read_run(run: FastRun, raw: _Columns, created: dict[SeriesKey, int]) -> None:
+    """Add the samples of ``run``'s units to ``raw`` in order: certain units from ``parse_run``, the
+    others from the library parser."""
+    used, first = np.unique(run.local, return_index=True)
+    register_labels([run.prefix_texts[i] for i in used[np.argsort(first, kind="stable")].tolist()])
+    read = parse_run(run)
+    bounds = [*run.starts.tolist(), len(run.lines)]
+    certain = read.certain.tolist()
+    u = 0
+    while u < len(certain):
+        if not certain[u]:
+            unit = Unit(
+                run.family, run.kind, run.meta, run.unit_lines(u), run.meta_lines, int(run.first_lines[u])
+            )
+            raw.add_samples(parse_unit(unit, created))
+            u += 1
+            continue
+        v = u
+        while v < len(certain) and certain[v]:
+            v += 1
+        lo, hi = bounds[u], bounds[v]
+        raw.add_columns(read.series, read.key_index[lo:hi], read.ts_ms[lo:hi], read.values[lo:hi])
+        u = v
+
+
+class _Columns:
+    """Raw (source) samples of a chunk gathered in columns, in order."""
+
+    def __init__(self) -> None:
+        self._index: dict[SeriesKey, int] = {}
+        self._idx: list[np.ndarray] = []
+        self._ts: list[np.ndarray] = []
+        self._vals: list[np.ndarray] = []
+
+    def add_samples(self, samples: list[Sample]) -> None:
+        """Add ``Sample`` rows."""
+        if samples:
+            batch = SampleBatch.from_samples(samples)
+            self.add_columns(batch.series, batch.series_index, batch.ts_ms, batch.values)
+
+    def add_columns(
+        self, series: list[SeriesKey], index: np.ndarray, ts: np.ndarray, values: np.ndarray
+    ) -> None:
+        """Add samples ``series[index[i]]``, ``ts[i]``, ``values[i]``."""
+        if not index.shape[0]:
+            return
+        used = np.unique(index)
+        remap = np.zeros(len(series), dtype=np.uint32)
+        remap[used] = [self._index.setdefault(series[i], len(self._index)) for i in used.tolist()]
+        self._idx.append(remap[index])
+        self._ts.append(ts)
+        self._vals.append(values)
+
+    def batch(self) -> SampleBatch:
+        """Everything added, as one batch (series in first-added order)."""
+        if not self._idx:
+            return SampleBatch([], np.zeros(0, np.uint32), np.zeros(0, np.int64), np.zeros(0, np.float64))
+        return SampleBatch(
+            list(self._index),
+            np.concatenate(self._idx),
+            np.concatenate(self._ts).astype(np.int64, copy=False),
+            np.concatenate(self._vals).astype(np.float64, copy=False),
+        )
 
 
 def _with_created(results: Iterator[tuple[SampleBatch, list[Sample]]]) -> Iterator[SampleBatch]:
@@ -354,9 +394,10 @@ def _with_created(results: Iterator[tuple[SampleBatch, list[Sample]]]) -> Iterat
         yield batch
 
 
-def _chunks(stream: BinaryIO, total: int | None, progress: Progress | None) -> Iterator[list[_Unit]]:
-    cutter = _Cutter()
-    units: list[_Unit] = []
+def _chunks(stream: BinaryIO, total: int | None, progress: Progress | None) -> Iterator[list[Unit | FastRun]]:
+    tokeniser = Tokeniser()
+    cutter = _Cutter(tokeniser)
+    units: list[Unit | FastRun] = []
     pending_lines = 0
     rest = b""
     done = 0
@@ -368,9 +409,14 @@ def _chunks(stream: BinaryIO, total: int | None, progress: Progress | None) -> I
         data = rest + data
         cut = data.rfind(b"\n") + 1
         rest = data[cut:]
-        lines = data[:cut].decode("utf-8").splitlines(keepends=True)
-        cutter.feed(lines, units)
-        pending_lines += len(lines)
+        block = tokeniser.block(data[:cut]) if _FAST_READER else None
+        if block is None:
+            lines = data[:cut].decode("utf-8").splitlines(keepends=True)
+            cutter.feed(lines, units)
+            pending_lines += len(lines)
+        else:
+            cutter.feed_block(block, units)
+            pending_lines += len(block)
         if progress is not None:
             progress(done, total)
         if pending_lines >= _CHUNK_LINES:
@@ -474,7 +520,7 @@ def iter_backfill(
 
 
 def _in_pool(
-    chunks: Iterator[list[_Unit]], labels: dict[str, str], n_workers: int
+    chunks: Iterator[list[Unit | FastRun]], labels: dict[str, str], n_workers: int
 ) -> Iterator[tuple[SampleBatch, list[Sample]]]:
     """Run ``_process`` over chunks in worker processes, in order, with at most two chunks per
     worker in flight (so the file is never read far ahead of the parsing)."""
