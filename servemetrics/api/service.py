@@ -95,6 +95,8 @@ class Service:
         engines: engine detection per model, cached (``query.engines``; ``GET .../engines``).
         export_limit: ``GET /metrics`` requests per organization per minute (platform-facts §2).
         exports: the export's snapshot per organization (``api/export_view.SnapshotCache``).
+        model_api_calls: (organization id, Model API name) -> epoch ms of its last call through this
+            process (``last_used``; docs/model-apis.md).
     """
 
     config: Config
@@ -114,6 +116,12 @@ class Service:
     engines: EngineCache = field(default_factory=EngineCache)
     export_limit: ExportRateLimit = field(default_factory=lambda: ExportRateLimit(wall_clock_ms))
     exports: SnapshotCache = field(default_factory=lambda: SnapshotCache(wall_clock_ms))
+    model_api_calls: dict[tuple[int, str], int] = field(default_factory=dict)
+
+    def last_used(self, organization_id: int, name: str) -> int | None:
+        """Epoch ms of the last call of the organization's Model API ``name`` through this process (None:
+        none since it started): the SDK's ``org_details.last_used_at``."""
+        return self.model_api_calls.get((organization_id, name))
 
     def append(self, batch: SampleBatch) -> int:
         """Store ``batch`` without the series the active-series limit refuses; the samples stored."""
