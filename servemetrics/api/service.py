@@ -36,6 +36,7 @@ from servemetrics.config import Config, apply_config, egress_of, engine_options,
 from servemetrics.gateway import Gateway, GatewayOptions
 from servemetrics.gateway.gateway import InFlightTokens
 from servemetrics.gateway.metrics import ExpositionTransport
+from servemetrics.gateway.model_api_calls import ModelApiGateway
 from servemetrics.gateway.queued import QueuedOptions, QueuedRequests
 from servemetrics.gateway.queued_store import QueuedStore
 from servemetrics.ingest.pod_times import PodTimes
@@ -97,6 +98,7 @@ class Service:
         exports: the export's snapshot per organization (``api/export_view.SnapshotCache``).
         model_api_calls: (organization id, Model API name) -> epoch ms of its last call through this
             process (``last_used``; docs/model-apis.md).
+        model_api_gateway: the Model API calls on the gateway, None when the gateway is off.
     """
 
     config: Config
@@ -117,6 +119,11 @@ class Service:
     export_limit: ExportRateLimit = field(default_factory=lambda: ExportRateLimit(wall_clock_ms))
     exports: SnapshotCache = field(default_factory=lambda: SnapshotCache(wall_clock_ms))
     model_api_calls: dict[tuple[int, str], int] = field(default_factory=dict)
+    model_api_gateway: ModelApiGateway | None = None
+
+    def called(self, organization_id: int, name: str) -> None:
+        """Note a call of the organization's Model API ``name`` now (``last_used``)."""
+        self.model_api_calls[(organization_id, name)] = self.clock()
 
     def last_used(self, organization_id: int, name: str) -> int | None:
         """Epoch ms of the last call of the organization's Model API ``name`` through this process (None:
@@ -393,6 +400,8 @@ async def open_service(
                     in_flight_tokens_reader(opened, clock),
                 )
             )
+            assert service.gateway is not None
+            service.model_api_gateway = ModelApiGateway(service.gateway, service.called)
         loops: list[Loop] = [_retention(service)]
         if scrape:
             service.scraper = await _scraper(stack, service)

@@ -1,0 +1,132 @@
+"""The ``baseten_model_api_*`` series (metrics-dashboard.md "Model APIs metrics" and "Export Model API
+metrics"; platform-facts §3 names the first three), in the gateway's own registry, so the in-process
+scrape stores them and ``GET /gateway/metrics`` / ``GET /metrics`` export them like its other series.
+
+Every series carries ``model_api``, ``team_id`` (the caller's key's team, ``""`` for a key without one)
+and the serving ``model_id`` and ``deployment_id`` (the store reads a value set's deployments, and the
+exports filter by the organization's models; a call refused before a deployment was chosen has
+``deployment_id=""``); the per-answer ones add ``status_code``, the token counter ``token_type``
+(``input_cached``, ``input_uncached``, ``output``). The platform does not publish the rest of its label
+set (platform-facts "Gaps"); these are ours.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+
+from servemetrics.gateway.metrics import LATENCY_BUCKETS_S, SIZE_BUCKETS_BYTES
+from servemetrics.gateway.openai_meter import Usage
+
+API_LABELS = ("model_api", "team_id", "model_id", "deployment_id")
+TPOT_BUCKETS_S: tuple[float, ...] = (
+    0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075,
+    0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5, 5.0,
+)  # fmt: skip
+"""Seconds per output token: 1 ms (1000 tokens/s) to 5 s, finer where decoding usually lies."""
+TOKEN_TYPES = ("input_cached", "input_uncached", "output")
+
+
+class ApiLabels(NamedTuple):
+    """The label values every Model API series carries, in the order of ``API_LABELS``."""
+
+    model_api: str
+    team_id: str
+    model_id: str
+    deployment_id: str
+
+
+class Answer(NamedTuple):
+    """One answered call: status, times in seconds since arrival (``ttft_s`` None: no token came),
+    body sizes in bytes, tokens and the time-per-output-token observations (seconds per token)."""
+
+    status: int
+    end_to_end_s: float
+    ttft_s: float | None
+    request_bytes: int
+    response_bytes: int
+    usage: Usage
+    tpot_s: tuple[float, ...] = ()
+
+
+class ModelApiMetrics:
+    """The counters and histograms of the Model API calls, registered in ``registry``."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        r, status = registry, (*API_LABELS, "status_code")
+        self.requests = Counter(
+            "baseten_model_api_inference_requests",
+            "Model API calls answered, by status code.",
+            status,
+            registry=r,
+        )
+        self.incoming = Counter(
+            "baseten_model_api_incoming_inference_requests",
+            "Model API calls that arrived.",
+            API_LABELS,
+            registry=r,
+        )
+        self.rate_limited = Counter(
+            "baseten_model_api_rate_limited_requests",
+            "Model API calls refused with a 429 for a team's rate limit.",
+            API_LABELS,
+            registry=r,
+        )
+        self.tokens = Counter(
+            "baseten_model_api_tokens", "Tokens, by type.", (*API_LABELS, "token_type"), registry=r
+        )
+
+        def hist(
+            name: str, doc: str, buckets: tuple[float, ...], labels: tuple[str, ...] = status
+        ) -> Histogram:
+            return Histogram(name, doc, labels, buckets=buckets, registry=r)
+
+        self.end_to_end = hist(
+            "baseten_model_api_end_to_end_response_time_seconds",
+            "Arrival to the last byte of the answer, in seconds.",
+            LATENCY_BUCKETS_S,
+        )
+        self.ttft = hist(
+            "baseten_model_api_time_to_first_token_seconds",
+            "Arrival to the first chunk with output tokens, in seconds.",
+            LATENCY_BUCKETS_S,
+        )
+        self.request_size = hist(
+            "baseten_model_api_request_size_bytes", "Request body size.", SIZE_BUCKETS_BYTES
+        )
+        self.response_size = hist(
+            "baseten_model_api_response_size_bytes", "Response body size.", SIZE_BUCKETS_BYTES
+        )
+        self.tpot = hist(
+            "baseten_model_api_time_per_output_token_seconds",
+            "Per output chunk after the first: seconds since the previous chunk / its new tokens.",
+            TPOT_BUCKETS_S,
+            API_LABELS,
+        )
+
+    def arrived(self, labels: ApiLabels) -> None:
+        """Count one call arriving (before its rate limits are checked)."""
+        self.incoming.labels(*labels).inc()
+
+    def limited(self, labels: ApiLabels) -> None:
+        """Count one call refused for its team's rate limit (its 429 is ``answered`` as well)."""
+        self.rate_limited.labels(*labels).inc()
+
+    def answered(self, labels: ApiLabels, answer: Answer) -> None:
+        """Record one answered call (also the gateway's own 404 / 429 / 502 / 503)."""
+        with_status = (*labels, str(answer.status))
+        self.requests.labels(*with_status).inc()
+        self.end_to_end.labels(*with_status).observe(answer.end_to_end_s)
+        if answer.ttft_s is not None:
+            self.ttft.labels(*with_status).observe(answer.ttft_s)
+        self.request_size.labels(*with_status).observe(answer.request_bytes)
+        self.response_size.labels(*with_status).observe(answer.response_bytes)
+        u = answer.usage
+        for token_type, count in zip(TOKEN_TYPES, (u.input_cached, u.input_uncached, u.output), strict=True):
+            if count:
+                self.tokens.labels(*labels, token_type).inc(count)
+        if answer.tpot_s:
+            child = self.tpot.labels(*labels)
+            for value in answer.tpot_s:
+                child.observe(value)
