@@ -390,18 +390,12 @@ async def open_service(
         if isinstance(opened, SelfMonitored):  # an engine store: queue, sent, failed, retries
             service.metrics.watch_remote_write(opened.remote_write_stats)
         if gateway:
-            service.gateway, service.queued = await stack.enter_async_context(
-                running_gateway(
-                    registry,
-                    clock,
-                    gateway_options or gateway_options_of(config),
-                    queued_options,
-                    service.egress,
-                    in_flight_tokens_reader(opened, clock),
-                )
+            options = gateway_options or gateway_options_of(config)
+            tokens = in_flight_tokens_reader(opened, clock)
+            gw, service.queued = await stack.enter_async_context(
+                running_gateway(registry, clock, options, queued_options, service.egress, tokens)
             )
-            assert service.gateway is not None
-            service.model_api_gateway = ModelApiGateway(service.gateway, service.called)
+            service.gateway, service.model_api_gateway = gw, ModelApiGateway(gw, service.called)
         loops: list[Loop] = [_retention(service)]
         if scrape:
             service.scraper = await _scraper(stack, service)

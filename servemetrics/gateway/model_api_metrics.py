@@ -20,11 +20,13 @@ from servemetrics.gateway.metrics import LATENCY_BUCKETS_S, SIZE_BUCKETS_BYTES
 from servemetrics.gateway.openai_meter import Usage
 
 API_LABELS = ("model_api", "team_id", "model_id", "deployment_id")
+PREFIX = "baseten_model_api_"
 TPOT_BUCKETS_S: tuple[float, ...] = (
     0.001, 0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075,
     0.1, 0.15, 0.2, 0.3, 0.5, 0.75, 1.0, 2.5, 5.0,
 )  # fmt: skip
 """Seconds per output token: 1 ms (1000 tokens/s) to 5 s, finer where decoding usually lies."""
+Labels = tuple[str, ...]
 TOKEN_TYPES = ("input_cached", "input_uncached", "output")
 
 
@@ -55,51 +57,33 @@ class ModelApiMetrics:
 
     def __init__(self, registry: CollectorRegistry) -> None:
         r, status = registry, (*API_LABELS, "status_code")
-        self.requests = Counter(
-            "baseten_model_api_inference_requests",
-            "Model API calls answered, by status code.",
-            status,
-            registry=r,
-        )
-        self.incoming = Counter(
-            "baseten_model_api_incoming_inference_requests",
-            "Model API calls that arrived.",
-            API_LABELS,
-            registry=r,
-        )
-        self.rate_limited = Counter(
-            "baseten_model_api_rate_limited_requests",
-            "Model API calls refused with a 429 for a team's rate limit.",
-            API_LABELS,
-            registry=r,
-        )
-        self.tokens = Counter(
-            "baseten_model_api_tokens", "Tokens, by type.", (*API_LABELS, "token_type"), registry=r
-        )
+
+        def counter(name: str, doc: str, labels: Labels = API_LABELS) -> Counter:
+            return Counter(PREFIX + name, doc, labels, registry=r)
 
         def hist(
             name: str, doc: str, buckets: tuple[float, ...], labels: tuple[str, ...] = status
         ) -> Histogram:
-            return Histogram(name, doc, labels, buckets=buckets, registry=r)
+            return Histogram(PREFIX + name, doc, labels, buckets=buckets, registry=r)
 
+        self.requests = counter("inference_requests", "Model API calls answered, by status code.", status)
+        self.incoming = counter("incoming_inference_requests", "Model API calls that arrived.")
+        self.rate_limited = counter("rate_limited_requests", "Calls refused for a team's rate limit.")
+        self.tokens = counter("tokens", "Tokens, by type.", (*API_LABELS, "token_type"))
         self.end_to_end = hist(
-            "baseten_model_api_end_to_end_response_time_seconds",
-            "Arrival to the last byte of the answer, in seconds.",
+            "end_to_end_response_time_seconds",
+            "Arrival to the last byte, seconds.",
             LATENCY_BUCKETS_S,
         )
         self.ttft = hist(
-            "baseten_model_api_time_to_first_token_seconds",
-            "Arrival to the first chunk with output tokens, in seconds.",
+            "time_to_first_token_seconds",
+            "Arrival to the first token chunk, s.",
             LATENCY_BUCKETS_S,
         )
-        self.request_size = hist(
-            "baseten_model_api_request_size_bytes", "Request body size.", SIZE_BUCKETS_BYTES
-        )
-        self.response_size = hist(
-            "baseten_model_api_response_size_bytes", "Response body size.", SIZE_BUCKETS_BYTES
-        )
+        self.request_size = hist("request_size_bytes", "Request body size.", SIZE_BUCKETS_BYTES)
+        self.response_size = hist("response_size_bytes", "Response body size.", SIZE_BUCKETS_BYTES)
         self.tpot = hist(
-            "baseten_model_api_time_per_output_token_seconds",
+            "time_per_output_token_seconds",
             "Per output chunk after the first: seconds since the previous chunk / its new tokens.",
             TPOT_BUCKETS_S,
             API_LABELS,
