@@ -25,7 +25,7 @@ from servemetrics.gateway.model_api_metrics import Answer, ApiLabels, ModelApiMe
 from servemetrics.gateway.openai_meter import StreamMeter, Usage
 from servemetrics.gateway.proxy import Relay
 from servemetrics.gateway.team_limits import Key, TeamLimiter
-from servemetrics.registry import KeyInfo
+from servemetrics.registry import KeyInfo, ModelInfo
 from servemetrics.registry.model_apis import DEFAULT_TEAM, ModelApiInfo, RateLimits
 
 OPENAI_PATHS = ("v1/chat/completions", "v1/completions")
@@ -109,16 +109,13 @@ class ModelApiGateway:
             labels = ApiLabels(api.name, team, api.model_id, "")
             self.metrics.arrived(labels)
             return self._answered(
-                labels, error_response(404, f"model {api.model_id!r} is gone"), body, arrived
+                labels, error_response(404, f"model {api.model_id!r} is gone"), body, arrived, key.prefix
             )
-        if api.deployment_id is not None:
-            target = await gw.deployment_target(model, api.deployment_id)
-        else:
-            target = await gw.environment_target(model, api.environment or "production")
+        target = await self._target(model, api)
         labels = ApiLabels(api.name, team, api.model_id, "" if isinstance(target, Response) else target[0])
         self.metrics.arrived(labels)
         if isinstance(target, Response):
-            return self._answered(labels, target, body, arrived)
+            return self._answered(labels, target, body, arrived, key.prefix)
         limits, limit_key = api.limits_of(key.team_id), (key.organization_id, api.name, team)
         wait = self.limiter.admit(limit_key, limits)
         if wait is not None:
@@ -127,22 +124,32 @@ class ModelApiGateway:
                 f"team {team!r} is over its rate limit on Model API {api.name!r} ({_limit_text(limits)}); "
                 f"retry after {wait} s"
             )
-            return self._answered(labels, error_response(429, message, wait), body, arrived)
+            return self._answered(labels, error_response(429, message, wait), body, arrived, key.prefix)
         if self._on_call is not None:
             self._on_call(key.organization_id, api.name)
         out = await gw.forward(request, model, target, path, arrived, body)
         if isinstance(out, Response):
-            return self._answered(labels, out, body, arrived)
+            return self._answered(labels, out, body, arrived, key.prefix)
         meter = StreamMeter(stream)
         out.on_chunk = meter.feed
-        out.after = lambda relay: self._finished(labels, limit_key, limits, meter, relay, len(body))
+        out.after = lambda relay: self._finished(
+            labels, limit_key, limits, meter, relay, len(body), key.prefix
+        )
         return out
 
-    def _answered(self, labels: ApiLabels, resp: Response, body: bytes, arrived: float) -> Response:
+    async def _target(self, model: ModelInfo, api: ModelApiInfo) -> tuple[str, str] | Response:
+        """The deployment serving ``api`` now (its deployment, or one serving its environment), or the
+        gateway's error answer (404, 503)."""
+        if api.deployment_id is not None:
+            return await self.gateway.deployment_target(model, api.deployment_id)
+        return await self.gateway.environment_target(model, api.environment or "production")
+
+    def _answered(
+        self, labels: ApiLabels, resp: Response, body: bytes, arrived: float, api_key: str
+    ) -> Response:
         elapsed = time.perf_counter() - arrived
-        self.metrics.answered(
-            labels, Answer(resp.status_code, elapsed, None, len(body), len(resp.body), Usage())
-        )
+        answer = Answer(resp.status_code, elapsed, None, len(body), len(resp.body), Usage(), api_key=api_key)
+        self.metrics.answered(labels, answer)
         return resp
 
     def _finished(
@@ -153,6 +160,7 @@ class ModelApiGateway:
         meter: StreamMeter,
         relay: Relay,
         request_bytes: int,
+        api_key: str,
     ) -> None:
         """The relay ended: meter the answer and charge its tokens to the team."""
         assert relay.end_to_end_s is not None
@@ -166,5 +174,6 @@ class ModelApiGateway:
             relay.sent_bytes,
             usage,
             tuple(meter.tpot_s),
+            api_key,
         )
         self.metrics.answered(labels, answer)

@@ -6,8 +6,9 @@ Every series carries ``model_api``, ``team_id`` (the caller's key's team, ``""``
 and the serving ``model_id`` and ``deployment_id`` (the store reads a value set's deployments, and the
 exports filter by the organization's models; a call refused before a deployment was chosen has
 ``deployment_id=""``); the per-answer ones add ``status_code``, the token counter ``token_type``
-(``input_cached``, ``input_uncached``, ``output``). The platform does not publish the rest of its label
-set (platform-facts "Gaps"); these are ours.
+(``input_cached``, ``input_uncached``, ``output``); the request and token counters also ``api_key``, the
+caller's key prefix (what ``GET /v1/model_apis/usage`` groups by). The platform does not publish the
+rest of its label set (platform-facts "Gaps"); these are ours.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ class Answer(NamedTuple):
     response_bytes: int
     usage: Usage
     tpot_s: tuple[float, ...] = ()
+    api_key: str = ""
+    """The public prefix of the caller's key (the ``api_key`` label of the request and token counters)."""
 
 
 class ModelApiMetrics:
@@ -66,10 +69,13 @@ class ModelApiMetrics:
         ) -> Histogram:
             return Histogram(PREFIX + name, doc, labels, buckets=buckets, registry=r)
 
-        self.requests = counter("inference_requests", "Model API calls answered, by status code.", status)
+        by_key = (*API_LABELS, "api_key")
+        self.requests = counter(
+            "inference_requests", "Model API calls answered, by status code.", (*by_key, "status_code")
+        )
         self.incoming = counter("incoming_inference_requests", "Model API calls that arrived.")
         self.rate_limited = counter("rate_limited_requests", "Calls refused for a team's rate limit.")
-        self.tokens = counter("tokens", "Tokens, by type.", (*API_LABELS, "token_type"))
+        self.tokens = counter("tokens", "Tokens, by type.", (*by_key, "token_type"))
         self.end_to_end = hist(
             "end_to_end_response_time_seconds",
             "Arrival to the last byte, seconds.",
@@ -100,7 +106,7 @@ class ModelApiMetrics:
     def answered(self, labels: ApiLabels, answer: Answer) -> None:
         """Record one answered call (also the gateway's own 404 / 429 / 502 / 503)."""
         with_status = (*labels, str(answer.status))
-        self.requests.labels(*with_status).inc()
+        self.requests.labels(*labels, answer.api_key, str(answer.status)).inc()
         self.end_to_end.labels(*with_status).observe(answer.end_to_end_s)
         if answer.ttft_s is not None:
             self.ttft.labels(*with_status).observe(answer.ttft_s)
@@ -109,7 +115,7 @@ class ModelApiMetrics:
         u = answer.usage
         for token_type, count in zip(TOKEN_TYPES, (u.input_cached, u.input_uncached, u.output), strict=True):
             if count:
-                self.tokens.labels(*labels, token_type).inc(count)
+                self.tokens.labels(*labels, answer.api_key, token_type).inc(count)
         if answer.tpot_s:
             child = self.tpot.labels(*labels)
             for value in answer.tpot_s:

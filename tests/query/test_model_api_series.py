@@ -46,9 +46,9 @@ def scripted() -> None:
     metrics = ModelApiMetrics(registry)
     # every series at 0 in the first scrape (the scraper adds that zero for a series new to its target)
     for t in ("input_cached", "input_uncached", "output"):
-        metrics.tokens.labels(*A, t)
+        metrics.tokens.labels(*A, "", t)
     for status in ("200", "429"):
-        metrics.requests.labels(*A, status)
+        metrics.requests.labels(*A, "", status)
     metrics.tpot.labels(*A)
     _scrape(STORE, registry, T0)
     streams = [[(1, 0.10), (4, 0.16), (6, 0.20)], [(1, 0.5), (3, 0.6)]]

@@ -4,10 +4,20 @@ parse with the SDK's `ModelAPIsResponse` / `ModelAPI` and hold the config's valu
 
 from __future__ import annotations
 
-import pytest
-from baseten.client.managementapi import GetModelApisParams, ResponseError
+import datetime as dt
 
-from tests.sdk.conftest import Service
+import httpx
+import pytest
+from baseten.client.managementapi import (
+    GetModelApisParams,
+    GetModelApisUsageParams,
+    ModelApisUsageResult,
+    ResponseError,
+)
+
+from tests.apptools import auth
+from tests.processes import wait_until
+from tests.sdk.conftest import TEAM_A, Service
 
 pytestmark = pytest.mark.sdk
 
@@ -38,3 +48,32 @@ def test_another_organizations_model_api_is_a_404(service: Service) -> None:
         service.api.get_model_apis_model_api_name(model_api_name="theirs")
     assert err.value.status_code == 404
     assert [a.name for a in service.other.get_model_apis().items] == ["theirs"]
+
+
+def test_usage_parses_and_counts_a_call(service: Service) -> None:
+    """team-a's call of `chat` (m1's replica is a metrics exporter: it answers the POST 501) shows in the
+    usage buckets once the gateway's series were scraped, as the SDK's `ModelApisUsageResponse`."""
+    resp = httpx.post(
+        f"{service.base}/v1/chat/completions",
+        json={"model": "chat", "messages": [{"role": "user", "content": "hi"}]},
+        headers=auth(TEAM_A),
+        timeout=30,
+    )
+    assert resp.status_code == 501, resp.text
+    start = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
+    params = GetModelApisUsageParams(
+        start_time=start, bucket_width="1m", group_by=["team", "model"], limit=10
+    )
+
+    def counted() -> list[ModelApisUsageResult]:
+        page = service.api.get_model_apis_usage(params=params)
+        return [r for b in page.items for r in b.results or () if r.team_id == "team-a"]
+
+    wait_until(lambda: sum(r.request_count for r in counted()) == 1, "the call in the usage", 30)
+    [row] = counted()
+    assert (row.model, row.input_tokens, row.output_tokens, row.api_key_prefix) == ("chat", 0, 0, None)
+    page = service.api.get_model_apis_usage(params=params)
+    assert page.items[0].start_time == start.replace(second=0, microsecond=0)  # snapped to its minute
+    starts = [b.start_time for b in page.items]
+    assert all(b - a == dt.timedelta(minutes=1) for a, b in zip(starts, starts[1:], strict=False))
+    assert page.pagination.has_more is False
