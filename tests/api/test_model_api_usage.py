@@ -135,6 +135,10 @@ def test_a_start_inside_a_bucket_is_snapped_down_and_days_default_to_7(client: T
         ({"limit": "1441"}, "give 1 to 1440 buckets (default 60)"),
         ({"start_time": "yesterday"}, "start_time: 'yesterday' is not an ISO 8601 time"),
         ({"group_by": "user"}, "group_by: user: use some of api_key, model, team"),
+        (
+            {"start_time": "0001-01-01T00:00:00+00:00"},
+            "start_time: '0001-01-01T00:00:00+00:00' is outside 1970-01-01",
+        ),
         ({"models": "nope"}, "models: no Model API 'nope'; use some of: chat, embed"),
         ({"cursor": "%%"}, "cursor is not one this service gave"),
         ({"page": "2"}, "page"),

@@ -26,7 +26,7 @@ from servemetrics.query.model_api_usage import (
     usage,
 )
 from servemetrics.registry import KeyInfo, Registry
-from servemetrics.timeutil import iso_ms
+from servemetrics.timeutil import MAX_TS_MS, iso_ms
 
 router = APIRouter(tags=["model_apis"])
 LISTS = ("group_by", "api_keys", "models", "team_ids", "user_ids")
@@ -49,7 +49,12 @@ def _time_ms(value: str, name: str) -> int:
         ) from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=dt.UTC)
-    return int(when.timestamp() * 1000)
+    ms = int(when.timestamp() * 1000)
+    if not 0 <= ms <= MAX_TS_MS:
+        raise bad_request(
+            f"{name}: {value!r} is outside 1970-01-01 to {iso_ms(MAX_TS_MS)[:10]}; give a time in it"
+        )
+    return ms
 
 
 def _limit(request: Request, width: str) -> int:
