@@ -10,6 +10,7 @@ the rate-limited counter counts exactly those, while team-b is unaffected.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -19,6 +20,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.apptools import auth
+from tests.conftest import schema_validator
 from tests.processes import (
     free_port,
     promoted,
@@ -244,3 +246,38 @@ def test_a_replica_error_is_relayed_and_counted_by_status(svc: Svc) -> None:
     assert (
         svc.series("baseten_model_api_inference_requests_total", team_id="", status_code="500") == before + 1
     )
+
+
+def test_the_metrics_api_reads_the_scraped_token_series_as_the_gateway_counts_them(svc: Svc) -> None:
+    """After the calls above, the stored series (the in-process scrape, every second) give the Model API
+    metrics endpoint the gateway's own totals, per team, in the model metrics response shape."""
+    svc.client(TEAM_B).chat.completions.create(model="chat", messages=PROMPT, max_tokens=2)
+    want = svc.tokens("team-b")
+
+    def answered() -> dict[str, float | None]:
+        now = int(time.time() * 1000)
+        resp = httpx.get(
+            f"{svc.base}/v1/model_apis/chat/metrics",
+            params={"mode": "SUMMARY", "start_epoch_millis": now - 3_600_000, "end_epoch_millis": now + 1000},
+            headers=auth(ADMIN),
+            timeout=30,
+        )
+        assert resp.status_code == 200, resp.text
+        schema_validator("GetModelMetricsResponseV1").validate(resp.json())
+        body = resp.json()
+        names = [d["name"] for d in body["metric_descriptors"]]
+        if "baseten_model_api_tokens_total" not in names:
+            return {}
+        i = names.index("baseten_model_api_tokens_total")
+        sets = body["metric_descriptors"][i]["label_sets"]
+        values = body["metric_values"][0]["values"][i]
+        return {ls["token_type"]: v for ls, v in zip(sets, values, strict=True) if ls["team_id"] == "team-b"}
+
+    wait_until(lambda: answered() == want, f"the metrics API to read {want}", 30)
+    team_b = httpx.get(
+        f"{svc.base}/v1/model_apis/chat/metrics",
+        params={"mode": "CURRENT", "team_ids[]": "team-b"},
+        headers=auth(ADMIN),
+        timeout=30,
+    ).json()
+    assert {ls["team_id"] for d in team_b["metric_descriptors"] for ls in d["label_sets"]} <= {"team-b"}
