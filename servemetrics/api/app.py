@@ -28,6 +28,8 @@ from servemetrics.api.routes import (
     loops,
     management,
     metrics,
+    model_api_usage,
+    model_apis,
     organization,
     queued,
     startups,
@@ -42,7 +44,7 @@ from servemetrics.timeutil import wall_clock_ms
 
 ROUTERS = (
     *(metrics, management, environments, events, inventory, ingest, export, catalog, organization),
-    *(loops, dashboard, discovery, engines, startups),
+    *(loops, dashboard, discovery, engines, startups, model_api_usage, model_apis),
 )
 """Route modules in the order their routes are matched and listed in ``/docs``."""
 

@@ -36,6 +36,7 @@ from servemetrics.config import Config, apply_config, egress_of, engine_options,
 from servemetrics.gateway import Gateway, GatewayOptions
 from servemetrics.gateway.gateway import InFlightTokens
 from servemetrics.gateway.metrics import ExpositionTransport
+from servemetrics.gateway.model_api_calls import ModelApiGateway
 from servemetrics.gateway.queued import QueuedOptions, QueuedRequests
 from servemetrics.gateway.queued_store import QueuedStore
 from servemetrics.ingest.pod_times import PodTimes
@@ -95,6 +96,9 @@ class Service:
         engines: engine detection per model, cached (``query.engines``; ``GET .../engines``).
         export_limit: ``GET /metrics`` requests per organization per minute (platform-facts §2).
         exports: the export's snapshot per organization (``api/export_view.SnapshotCache``).
+        model_api_calls: (organization id, Model API name) -> epoch ms of its last call through this
+            process (``last_used``; docs/model-apis.md).
+        model_api_gateway: the Model API calls on the gateway, None when the gateway is off.
     """
 
     config: Config
@@ -114,6 +118,17 @@ class Service:
     engines: EngineCache = field(default_factory=EngineCache)
     export_limit: ExportRateLimit = field(default_factory=lambda: ExportRateLimit(wall_clock_ms))
     exports: SnapshotCache = field(default_factory=lambda: SnapshotCache(wall_clock_ms))
+    model_api_calls: dict[tuple[int, str], int] = field(default_factory=dict)
+    model_api_gateway: ModelApiGateway | None = None
+
+    def called(self, organization_id: int, name: str) -> None:
+        """Note a call of the organization's Model API ``name`` now (``last_used``)."""
+        self.model_api_calls[(organization_id, name)] = self.clock()
+
+    def last_used(self, organization_id: int, name: str) -> int | None:
+        """Epoch ms of the last call of the organization's Model API ``name`` through this process (None:
+        none since it started): the SDK's ``org_details.last_used_at``."""
+        return self.model_api_calls.get((organization_id, name))
 
     def append(self, batch: SampleBatch) -> int:
         """Store ``batch`` without the series the active-series limit refuses; the samples stored."""
@@ -375,16 +390,12 @@ async def open_service(
         if isinstance(opened, SelfMonitored):  # an engine store: queue, sent, failed, retries
             service.metrics.watch_remote_write(opened.remote_write_stats)
         if gateway:
-            service.gateway, service.queued = await stack.enter_async_context(
-                running_gateway(
-                    registry,
-                    clock,
-                    gateway_options or gateway_options_of(config),
-                    queued_options,
-                    service.egress,
-                    in_flight_tokens_reader(opened, clock),
-                )
+            options = gateway_options or gateway_options_of(config)
+            tokens = in_flight_tokens_reader(opened, clock)
+            gw, service.queued = await stack.enter_async_context(
+                running_gateway(registry, clock, options, queued_options, service.egress, tokens)
             )
+            service.gateway, service.model_api_gateway = gw, ModelApiGateway(gw, service.called)
         loops: list[Loop] = [_retention(service)]
         if scrape:
             service.scraper = await _scraper(stack, service)

@@ -64,9 +64,12 @@ def _row(
     )
 
 
-def _derived(
+def derived_row(
     name: str, unit: Unit, formula: Formula, inputs: tuple[str, ...], help: str, panel: str, legend: str = ""
 ) -> MetricDef:
+    """A derived metric's row (``MetricDef.derived``): ``Formula.INVERSE`` rows (token speeds from a
+    time-per-token histogram) take ``SPEED_LABEL_SETS``, the others one plain label set. Shared by
+    every token-speed row (the Model APIs' too, ``catalog.model_apis``)."""
     label_sets = SPEED_LABEL_SETS if formula is Formula.INVERSE else PLAIN_LABEL_SETS
     return MetricDef(
         name,
@@ -175,7 +178,7 @@ STORED: tuple[MetricDef, ...] = (
 """The stored rows: platform-facts §1's eleven, the time per output token and the in-engine TTFT."""
 
 DERIVED: tuple[MetricDef, ...] = (
-    _derived(
+    derived_row(
         "baseten_llm_input_tokens_per_second",
         _PS,
         Formula.RATE,
@@ -184,7 +187,7 @@ DERIVED: tuple[MetricDef, ...] = (
         "LLM token throughput",
         "Input",
     ),
-    _derived(
+    derived_row(
         "baseten_llm_output_tokens_per_second",
         _PS,
         Formula.RATE,
@@ -193,7 +196,7 @@ DERIVED: tuple[MetricDef, ...] = (
         "LLM token throughput",
         "Output",
     ),
-    _derived(
+    derived_row(
         "baseten_llm_decode_tokens_per_second",
         _PS,
         Formula.INVERSE,
@@ -201,7 +204,7 @@ DERIVED: tuple[MetricDef, ...] = (
         "Decode speed of one stream: 1 / mean(TPOT) = Δcount / Δsum; median 1 / p50; slow tail p1 = 1 / p99.",
         "LLM decode tokens per second",
     ),
-    _derived(
+    derived_row(
         "baseten_llm_spec_decode_acceptance_rate",
         _R,
         Formula.RATIO,

@@ -28,6 +28,7 @@ from servemetrics.catalog.model import (
     Scope,
     Unit,
 )
+from servemetrics.catalog.model_apis import MODEL_API_ROWS
 
 _SUM, _MEAN = Aggregation.SUM, Aggregation.MEAN
 _DEP, _REP = Scope.DEPLOYMENT, Scope.REPLICA
@@ -329,10 +330,11 @@ _ROWS: tuple[MetricDef, ...] = (
     ),
 )
 
-CATALOG: dict[str, MetricDef] = {m.name: m for m in _ROWS + ENGINE_ROWS}
+CATALOG: dict[str, MetricDef] = {m.name: m for m in _ROWS + ENGINE_ROWS + MODEL_API_ROWS}
 """Canonical metric name -> definition, in the catalog's order: the dashboard's panel order (the spec
 page's graphs first, in the page's order; then the Engine group (``catalog.engines``) and the LLM group
-(``catalog.llm`` and the engines' derived token speeds), grouped and shown by ``catalog.engine_rows``)."""
+(``catalog.llm`` and the engines' derived token speeds), grouped and shown by ``catalog.engine_rows``),
+then the Model APIs group (``catalog.model_apis``)."""
 
 DEFAULT_METRICS: tuple[str, ...] = (
     "baseten_replicas_active",

@@ -12,6 +12,9 @@ The rules, one place:
   a GPU index of one replica.
 - ``status_code`` (label ``status_code``): the by-status counters (``by_label == "status_code"``); exact
   codes instead of the 2xx / 4xx / 5xx classes.
+- ``team`` (label ``team_id``): the Model API metrics (``baseten_model_api_*``); one label set per team
+  that called in the window (``""``: keys without a team). ``GET /v1/model_apis/{name}/metrics`` always
+  splits by it (docs/model-apis.md).
 
 A derived metric accepts what every one of its inputs accepts.
 """
@@ -31,6 +34,7 @@ class Split(StrEnum):
     GPU = "gpu"
     DEPLOYMENT = "deployment"
     STATUS_CODE = "status_code"
+    TEAM = "team"
 
 
 SPLIT_LABELS: dict[Split, tuple[str, ...]] = {
@@ -38,9 +42,12 @@ SPLIT_LABELS: dict[Split, tuple[str, ...]] = {
     Split.GPU: ("replica", "gpu"),
     Split.DEPLOYMENT: ("deployment_id",),
     Split.STATUS_CODE: ("status_code",),
+    Split.TEAM: ("team_id",),
 }
 """Split -> the stored labels that identify one part, in the order they lead each label set."""
 
+MODEL_API_PREFIX = "baseten_model_api_"
+"""Names of the Model API metrics (``catalog.model_apis``: one series per team)."""
 GPU_PREFIX = "baseten_gpu_"
 """Names of the per-GPU metrics (``ingest.adapters.dcgm``: one series per ``gpu``)."""
 
@@ -55,6 +62,8 @@ def accepts(metric: MetricDef, split: Split) -> bool:
         return metric.scope is not Scope.DEPLOYMENT
     if split is Split.GPU:
         return metric.name.startswith(GPU_PREFIX)
+    if split is Split.TEAM:
+        return metric.name.startswith(MODEL_API_PREFIX)
     return metric.by_label == "status_code"
 
 

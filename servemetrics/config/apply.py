@@ -20,8 +20,10 @@ from servemetrics.config.model import (
     PromotionConfig,
     TrainerDeploymentConfig,
 )
+from servemetrics.config.model_apis import LimitConfig, ModelApiConfig
 from servemetrics.config.validators import check_registry_url
 from servemetrics.netpolicy import TARGETS_ALLOW, WEBHOOKS_ALLOW, Egress, make_policy, origin
+from servemetrics.registry.model_apis import DEFAULT_TEAM, RateLimits
 from servemetrics.registry.pepper import KeyPepperError
 from servemetrics.registry.records import RegistryError, TrainerNode, TrainerTarget
 from servemetrics.registry.registry import Registry
@@ -31,7 +33,8 @@ if TYPE_CHECKING:
 
 
 def apply_config(config: Config, registry: Registry) -> None:
-    """Sync the file's organizations, keys, models, deployments, replicas, targets and environments.
+    """Sync the file's organizations, teams, keys, models, deployments, replicas, targets, environments,
+    trainers and Model APIs (those of an organization absent from the file are deleted).
 
     Idempotent: applying the same config twice changes nothing. Config-declared keys absent from the file
     are deleted (keys created through the API are kept). Promotions are the environment's history: each
@@ -178,15 +181,48 @@ def _make_dir(path: Path, key: str) -> None:
 def _apply(config: Config, registry: Registry) -> None:
     for org in config.organizations:
         registry.tenancy.ensure_organization(org.name)
+        for team in org.teams:
+            registry.model_apis.ensure_team(org.name, team.id, team.name)
         for key in org.api_keys:
             registry.tenancy.add_api_key_digest(
-                org.name, key.digest, key.type, model_ids=key.model_ids, name=key.name, source="config"
+                org.name,
+                key.digest,
+                key.type,
+                model_ids=key.model_ids,
+                name=key.name,
+                source="config",
+                team_id=key.team,
             )
         registry.tenancy.prune_config_keys(org.name, [key.digest for key in org.api_keys])
     for model in config.models:
         _apply_model(model, registry)
     for trainer in config.loops:
         _apply_trainer(trainer, registry)
+    for org in config.organizations:
+        apis = [a for a in config.model_apis if a.organization == org.name]
+        for api in apis:
+            _apply_model_api(api, registry)
+        registry.model_apis.prune_model_apis(org.name, [a.name for a in apis])
+
+
+def _limits(limit: LimitConfig) -> RateLimits:
+    return RateLimits(limit.requests_per_minute, limit.tokens_per_minute)
+
+
+def _apply_model_api(api: ModelApiConfig, registry: Registry) -> None:
+    """Create or replace the Model API (its limits: ``limits`` for every team, ``team_limits`` per team)."""
+    limits = {DEFAULT_TEAM: _limits(api.limits)} | {t: _limits(v) for t, v in api.team_limits.items()}
+    registry.model_apis.put_model_api(
+        api.organization,
+        api.name,
+        model_id=api.model,
+        environment=api.environment,
+        deployment_id=api.deployment,
+        display_name=api.display_name,
+        description=api.description,
+        context_length=api.context_length,
+        limits=limits,
+    )
 
 
 def _apply_trainer(trainer: TrainerDeploymentConfig, registry: Registry) -> None:

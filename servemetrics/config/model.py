@@ -19,6 +19,7 @@ from pydantic import (
     model_validator,
 )
 
+from servemetrics.config.model_apis import ModelApiConfig, TeamConfig, check_model_apis
 from servemetrics.config.operations import (
     ApiRateLimitConfig,
     AuthRateLimitConfig,
@@ -81,6 +82,8 @@ class ApiKeyConfig(Strict):
     type: Annotated[str, BeforeValidator(lambda v: str(v).strip().upper().replace("-", "_"))]
     model_ids: list[str] | None = None
     name: str | None = None
+    team: str | None = None
+    """The team of the organization's ``teams`` the key belongs to (docs/model-apis.md)."""
 
     @model_validator(mode="after")
     def _check(self) -> ApiKeyConfig:
@@ -94,10 +97,25 @@ class ApiKeyConfig(Strict):
 
 
 class OrganizationConfig(Strict):
-    """An organization and its API keys."""
+    """An organization, its teams and its API keys (a key may name one of the teams)."""
 
     name: str = Field(min_length=1)
+    teams: list[TeamConfig] = []
     api_keys: list[ApiKeyConfig] = []
+
+    @model_validator(mode="after")
+    def _check(self) -> OrganizationConfig:
+        teams = [team.id for team in self.teams]
+        no_duplicates(teams, f"team id in organization {self.name!r}")
+        for j, key in enumerate(self.api_keys):
+            if key.team is not None and key.team not in teams:
+                raise unknown_name(
+                    f"api_keys[{j}] of organization {self.name!r} names team {key.team!r}, which is not "
+                    "under its teams",
+                    "declare it there or use one of",
+                    teams,
+                )
+        return self
 
 
 class InstanceTypeConfig(Strict):
@@ -354,6 +372,7 @@ class Config(Strict):
     organizations: list[OrganizationConfig] = []
     models: list[ModelConfig] = []
     loops: list[TrainerDeploymentConfig] = []
+    model_apis: list[ModelApiConfig] = []
     network: NetworkConfig = NetworkConfig()
     limits: LimitsConfig = LimitsConfig()
     auth_rate_limit: AuthRateLimitConfig = AuthRateLimitConfig()
@@ -437,6 +456,12 @@ class Config(Strict):
                     "use one of",
                     (d.id for d in model.deployments),
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _check_model_apis(self) -> Config:
+        """``config.model_apis.check_model_apis``: each Model API's organization, model, server, teams."""
+        check_model_apis(self.model_apis, self.organizations, self.models)
         return self
 
     def _check_keys(self) -> None:

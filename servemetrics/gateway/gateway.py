@@ -341,7 +341,7 @@ class Gateway:
         target = await self.environment_target(model, env_name)
         if isinstance(target, Response):
             return target
-        return await self._forward(request, model, target, path, arrived)
+        return await self.forward(request, model, target, path, arrived)
 
     async def to_deployment(
         self, request: Request, model: ModelInfo, deployment_id: str, path: str
@@ -351,7 +351,7 @@ class Gateway:
         target = await self.deployment_target(model, deployment_id)
         if isinstance(target, Response):
             return target
-        return await self._forward(request, model, target, path, arrived)
+        return await self.forward(request, model, target, path, arrived)
 
     async def admit(
         self, model: ModelInfo, target: tuple[str, str], body: bytes, arrived: float
@@ -379,10 +379,19 @@ class Gateway:
         attempt.gate = gate
         return attempt
 
-    async def _forward(
-        self, request: Request, model: ModelInfo, target: tuple[str, str], path: str, arrived: float
+    async def forward(
+        self,
+        request: Request,
+        model: ModelInfo,
+        target: tuple[str, str],
+        path: str,
+        arrived: float,
+        body: bytes | None = None,
     ) -> Response | Relay:
-        attempt = await self.admit(model, target, await request.body(), arrived)
+        """Admit the request at ``target`` (``admit``) and send it to a replica's ``/{path}`` with the
+        request's method, query string and headers and ``body`` (None: the request's own); the relay of
+        the answer, or the gateway's metered answer (429, 502, 503)."""
+        attempt = await self.admit(model, target, await request.body() if body is None else body, arrived)
         if isinstance(attempt, Response):
             return attempt
         try:

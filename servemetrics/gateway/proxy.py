@@ -79,6 +79,11 @@ class Relay:
         self.end_to_end_s: float | None = None
         self.sent_bytes = 0
         self._done = done
+        self.on_chunk: Callable[[bytes, float], None] | None = None
+        """Called with each body chunk once it was handed to the server, and its time (seconds since
+        ``arrived``): a reader of the answer (the Model API paths' ``openai_meter``)."""
+        self.after: Callable[[Relay], None] | None = None
+        """Called once after ``done`` (also when the response ended early)."""
 
     async def _chunks(self) -> AsyncIterator[bytes]:
         async for chunk in self.upstream.aiter_raw():
@@ -88,6 +93,8 @@ class Relay:
             self.sent_bytes += len(chunk)
             if self.first_byte_s is None:
                 self.first_byte_s = time.perf_counter() - self.arrived
+            if self.on_chunk is not None:
+                self.on_chunk(chunk, time.perf_counter() - self.arrived)
         self.end_to_end_s = time.perf_counter() - self.arrived
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -127,6 +134,8 @@ class Relay:
                 if self.first_byte_s is None:
                     self.first_byte_s = self.end_to_end_s
                 self._done(self)
+                if self.after is not None:
+                    self.after(self)
 
 
 # -- the upstream client ---------------------------------------------------------------------------

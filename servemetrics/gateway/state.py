@@ -29,6 +29,7 @@ from urllib.parse import urlsplit
 from servemetrics.gateway.metrics import DeploymentLabels
 from servemetrics.registry import DeploymentInfo, KeyInfo, ModelInfo, Registry, TargetInfo
 from servemetrics.registry.keys import digest
+from servemetrics.registry.model_apis import ModelApiInfo
 
 T = TypeVar("T")
 HORIZON_MS = 60_000
@@ -175,6 +176,14 @@ class RegistryView:
         return await self._cached(
             ("model", model_id, organization_id),
             lambda: asyncio.to_thread(registry.tenancy.model, model_id, organization_id),
+        )
+
+    async def model_api(self, organization_id: int, name: str) -> ModelApiInfo | None:
+        """The organization's Model API ``name``, or None (docs/model-apis.md)."""
+        registry = self.registry
+        return await self._cached(
+            ("model_api", organization_id, name),
+            lambda: asyncio.to_thread(registry.model_apis.model_api, organization_id, name),
         )
 
     async def deployment(self, model_id: str, deployment_id: str) -> DeploymentInfo | None:

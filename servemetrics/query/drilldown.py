@@ -55,10 +55,13 @@ def probe(metric: MetricDef, current: bool) -> tuple[str, Reducer]:
     return metric.name, Reducer.LAST if current else Reducer.MEAN
 
 
-def present_parts(res: SelectResult) -> list[GroupKey]:
-    """The keys of ``res`` (grouped by a split's labels) with a value in some value set and every split
-    label set, sorted: the parts of the answer."""
-    return sorted(k for k, cells in res.items() if all(k) and any(c is not None for c in cells))
+def present_parts(res: SelectResult, split: Split) -> list[GroupKey]:
+    """The keys of ``res`` (grouped by ``split``'s labels) with a value in some value set and every split
+    label set (a team split: ``""`` too, the keys without a team), sorted: the parts of the answer."""
+    whole = split is not Split.TEAM
+    return sorted(
+        k for k, cells in res.items() if (all(k) or not whole) and any(c is not None for c in cells)
+    )
 
 
 def part_metric(metric: MetricDef, split: Split) -> MetricDef:

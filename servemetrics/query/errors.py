@@ -26,14 +26,15 @@ class UnknownMetricError(ValueError):
         self.names = list(names)
         shown = [_with_guess(n if len(n) <= 80 else n[:77] + "...") for n in self.names[:10]]
         more = f" and {len(self.names) - 10} more" if len(self.names) > 10 else ""
-        platform = [n for n in CATALOG if ":" not in n]
+        platform = [n for n in CATALOG if ":" not in n and not n.startswith("baseten_model_api_")]
         super().__init__(
             "unknown metric name(s): "
             + ", ".join(shown)
             + more
             + ". Known names: "
             + ", ".join(platform)
-            + ", the engine metrics vllm:* and sglang:* listed in docs/catalog.md, and the custom metrics "
+            + ", the engine metrics vllm:* and sglang:* and Model API ones in docs/catalog.md, "
+            + "and the custom metrics "
             + 'the model\'s replicas expose (docs/ingest.md "Custom metrics")'
         )
 

@@ -110,16 +110,24 @@ class _Context:
     """Drill-down: the matchers of the part being answered (``_split``); () for the whole."""
 
     def select(
-        self, name: str, reducer: Reducer, group_by: tuple[str, ...] = (), part: Matchers | None = None
+        self,
+        name: str,
+        reducer: Reducer,
+        group_by: tuple[str, ...] = (),
+        part: Matchers | None = None,
+        scoped: bool = True,
     ) -> SelectResult:
+        """``store.select`` of the plan's model (and ``Plan.matchers`` unless not ``scoped``: the ``up``
+        series carry none of them) and the part's matchers."""
         lookback = CURRENT_LOOKBACK_MS if reducer is Reducer.LAST else Selection.lookback_ms
+        scope = self.plan.matchers if scoped else ()
         return self.store.select(
             Selection(
                 name=name,
                 reducer=reducer,
                 value_sets=self.plan.value_sets,
                 group_by=group_by,
-                matchers=(("model_id", self.plan.model_id), *(self.part if part is None else part)),
+                matchers=(("model_id", self.plan.model_id), *scope, *(self.part if part is None else part)),
                 lookback_ms=lookback,
             )
         )
@@ -129,7 +137,8 @@ class _Context:
         deployment, when split) up?"""
         if self.live_cache is None:
             part = tuple((k, v) for k, v in self.part if k in drilldown.LIVE_LABELS)
-            cells = self.select(UP, Reducer.MEAN, part=part).get((), [None] * len(self.plan.value_sets))
+            up = self.select(UP, Reducer.MEAN, part=part, scoped=False)
+            cells = up.get((), [None] * len(self.plan.value_sets))
             self.live_cache = [c is not None and c.total > 0 for c in cells]
         return self.live_cache
 
@@ -374,7 +383,9 @@ def _split(ctx: _Context, metric: MetricDef) -> tuple[tuple[dict[str, str], ...]
     label_sets: list[dict[str, str]] = []
     parts: list[Rows] = []
     one = drilldown.part_metric(metric, split)
-    for key in drilldown.present_parts(found):
+    for key in drilldown.present_parts(found, split):
+        if ctx.plan.parts is not None and key not in ctx.plan.parts:
+            continue
         rows = _answer(_Context(ctx.plan, ctx.store, part=drilldown.part_matchers(split, key)), one)
         if rows is not None and any(v is not None for row in rows for v in row):
             label_sets.extend(drilldown.part_label_sets(metric, split, key))

@@ -11,8 +11,9 @@ from servemetrics.query.drilldown import check_split
 from servemetrics.query.errors import UnknownMetricError
 from servemetrics.query.value_sets import serving_at, split_series, whole_window
 from servemetrics.query.windows import Mode, Window, resolve_window
-from servemetrics.store.base import ValueSet
+from servemetrics.store.base import GroupKey, ValueSet
 from servemetrics.timeutil import Timeline
+from servemetrics.types import Matchers
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,10 @@ class Plan:
         value_sets: the value sets, in time order, each with the deployments serving during it.
         metrics: catalog entries to answer, in the requested order (duplicates removed).
         group_by: the drill-down split (our extension, ``catalog.splits``); None: the spec's answer.
+        matchers: more label equality matchers every metric's series must match (a Model API's
+            ``model_api``); not the ``up`` series that tell 0 from null.
+        parts: with ``group_by``, the only parts answered (split label values; None: every part present),
+            e.g. the teams a key may see.
     """
 
     model_id: str
@@ -34,21 +39,25 @@ class Plan:
     value_sets: tuple[ValueSet, ...]
     metrics: tuple[MetricDef, ...]
     group_by: Split | None = None
+    matchers: Matchers = ()
+    parts: frozenset[GroupKey] | None = None
 
 
 CustomOf = Callable[[str], MetricDef | None]
 """A name outside the catalog -> its custom metric's ``MetricDef``, or None (``query.custom``)."""
 
 
-def resolve_metrics(names: Sequence[str] | None, custom_of: CustomOf | None = None) -> tuple[MetricDef, ...]:
-    """Catalog entries for ``names`` (the default set when None or empty), order kept, duplicates dropped;
+def resolve_metrics(
+    names: Sequence[str] | None, custom_of: CustomOf | None = None, defaults: Sequence[str] = DEFAULT_METRICS
+) -> tuple[MetricDef, ...]:
+    """Catalog entries for ``names`` (``defaults`` when None or empty), order kept, duplicates dropped;
     a name outside the catalog is a custom metric when ``custom_of`` gives one.
 
     Raises:
         UnknownMetricError: naming every name that is neither.
     """
     wanted = list(dict.fromkeys(n.strip() for name in (names or ()) for n in name.split(",") if n.strip()))
-    wanted = wanted or list(DEFAULT_METRICS)
+    wanted = wanted or list(defaults)
     found = {n: CATALOG.get(n) or (custom_of(n) if custom_of is not None else None) for n in wanted}
     unknown = [n for n, m in found.items() if m is None]
     if unknown:
@@ -66,6 +75,10 @@ def build_plan(
     now_ms: int,
     group_by: Split | None = None,
     custom_of: CustomOf | None = None,
+    *,
+    matchers: Matchers = (),
+    parts: frozenset[GroupKey] | None = None,
+    defaults: Sequence[str] = DEFAULT_METRICS,
 ) -> Plan:
     """Validate a request and split its window into value sets.
 
@@ -73,14 +86,15 @@ def build_plan(
     of the environment (or ``[(start_ms, {deployment})]`` for one deployment; see ``value_sets``); it is
     called once, when the window is resolved. ``now_ms`` is now, epoch ms. ``custom_of``: custom metrics by
     name (``resolve_metrics``; None: catalog names only). ``group_by`` splits every metric
-    (docs/query-semantics.md "Drill-down").
+    (docs/query-semantics.md "Drill-down"); ``matchers``, ``parts``: as in ``Plan``; ``defaults``: the
+    metrics answered when ``metric_names`` names none.
 
     Raises:
         WindowError: bad window (400).
         UnknownMetricError: unknown metric names (400).
         SplitError: a ``group_by`` that a requested metric does not accept (400).
     """
-    metrics = resolve_metrics(metric_names, custom_of)
+    metrics = resolve_metrics(metric_names, custom_of, defaults)
     check_split(metrics, group_by)
     window = resolve_window(mode, start_ms, end_ms, now_ms)
     timeline = timeline_of(window.start_ms, window.read_end_ms)
@@ -91,4 +105,4 @@ def build_plan(
         value_sets = [ValueSet(window.start_ms, window.read_end_ms, serving_at(timeline, window.end_ms))]
     else:
         value_sets = whole_window(window.start_ms, window.end_ms, timeline)
-    return Plan(model_id, mode, window, tuple(value_sets), metrics, group_by)
+    return Plan(model_id, mode, window, tuple(value_sets), metrics, group_by, matchers, parts)

@@ -32,7 +32,8 @@ METRICS_READ_KEY_TYPES = frozenset({*_FULL_ACCESS, "WORKSPACE_EXPORT_METRICS"})
 
 @dataclass(frozen=True)
 class KeyInfo:
-    """An authenticated key: its organization, public prefix, type and model scope (None = all)."""
+    """An authenticated key: its organization, public prefix, type, model scope (None = all) and team
+    (None: the key belongs to no team; docs/model-apis.md)."""
 
     id: int
     organization_id: int
@@ -41,6 +42,7 @@ class KeyInfo:
     type: str
     model_ids: frozenset[str] | None
     name: str | None = None
+    team_id: str | None = None
 
 
 def digest(raw_key: str) -> str:

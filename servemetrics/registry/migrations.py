@@ -69,6 +69,14 @@ def _startup_attempts(conn: Connection) -> None:
     t.startup_attempts.create(conn, checkfirst=True)
 
 
+def _model_apis(conn: Connection) -> None:
+    """``teams``, ``model_apis`` and ``api_keys.team_id`` (nullable), unless ``_initial`` made them."""
+    t.teams.create(conn, checkfirst=True)
+    t.model_apis.create(conn, checkfirst=True)
+    if "team_id" not in {c["name"] for c in inspect(conn).get_columns("api_keys")}:
+        conn.execute(text("ALTER TABLE api_keys ADD COLUMN team_id VARCHAR(100)"))
+
+
 MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("0001_initial_tables", _initial),
     ("0002_api_key_pepper", _pepper),
@@ -77,6 +85,7 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("0005_target_in_flight_tokens", _target_in_flight_tokens),
     ("0006_autoscaling_set_at", _autoscaling_set_at),
     ("0007_startup_attempts", _startup_attempts),
+    ("0008_model_apis", _model_apis),
 ]
 
 

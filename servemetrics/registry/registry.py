@@ -23,6 +23,7 @@ from servemetrics.registry._base import RegistryCore
 from servemetrics.registry.deployments import Deployments
 from servemetrics.registry.environments import Environments
 from servemetrics.registry.events import Events
+from servemetrics.registry.model_apis import ModelApis
 from servemetrics.registry.records import TargetInfo
 from servemetrics.registry.startups import Startups
 from servemetrics.registry.tenancy import Tenancy
@@ -54,7 +55,8 @@ class Registry:
 
     Its parts: ``tenancy`` (organizations, API keys, models), ``deployments`` (deployments, replicas,
     scrape targets), ``environments`` (environments, promotions, the serving timeline), ``events``,
-    ``trainers`` (trainer deployments) and ``startups`` (replicas' startup attempts), all over one
+    ``trainers`` (trainer deployments), ``startups`` (replicas' startup attempts) and ``model_apis``
+    (teams and Model APIs), all over one
     ``RegistryCore``.
     """
 
@@ -64,6 +66,7 @@ class Registry:
     events: Events
     trainers: Trainers
     startups: Startups
+    model_apis: ModelApis
 
     def __init__(
         self, engine: Engine, clock: Callable[[], int] = wall_clock_ms, pepper: str | None = None
@@ -78,6 +81,7 @@ class Registry:
         self.events = Events(core)
         self.trainers = Trainers(core)
         self.startups = Startups(core)
+        self.model_apis = ModelApis(core)
 
     @classmethod
     def open(cls, url: str, clock: Callable[[], int] = wall_clock_ms, pepper: str | None = None) -> Registry:

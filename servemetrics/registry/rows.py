@@ -35,6 +35,12 @@ def must_organization(conn: Connection, name: str) -> int:
     return int(found)
 
 
+def team_ids(conn: Connection, org_id: int) -> list[str]:
+    """The public ids of the organization's teams, sorted."""
+    query = select(t.teams.c.team_id).where(t.teams.c.organization_id == org_id)
+    return sorted(r.team_id for r in conn.execute(query))
+
+
 def deployment_exists(conn: Connection, deployment_id: str) -> bool:
     """Whether any model has a deployment with id ``deployment_id`` (ids are unique in the registry)."""
     d = t.deployments

@@ -97,7 +97,39 @@ api_keys = Table(
     Column("name", String(200), nullable=True),
     Column("source", String(10), nullable=False, default="api"),  # "config" or "api"
     Column("created_at_ms", Ms, nullable=False),
+    Column("team_id", String(100), nullable=True),  # the key's team (``teams.team_id``), or null
 )
+
+teams = Table(
+    "teams",
+    METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("organization_id", ForeignKey("organizations.id", ondelete="CASCADE"), nullable=False),
+    Column("team_id", String(100), nullable=False),  # the public id, unique inside its organization
+    Column("name", String(200), nullable=False),
+    Column("created_at_ms", Ms, nullable=False),
+    UniqueConstraint("organization_id", "team_id", name="uq_teams_org_team"),
+)
+"""Teams of an organization: groups of its API keys (migration ``0008``; docs/model-apis.md)."""
+
+model_apis = Table(
+    "model_apis",
+    METADATA,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("organization_id", ForeignKey("organizations.id", ondelete="CASCADE"), nullable=False),
+    Column("name", String(100), nullable=False),  # the slug callers send as ``model``
+    Column("display_name", String(200), nullable=False),
+    Column("description", Text, nullable=False),
+    Column("model_id", ForeignKey("models.id", ondelete="CASCADE"), nullable=False),
+    Column("environment", String(100), nullable=True),  # served by this environment of the model, or
+    Column("deployment_id", String(100), nullable=True),  # by this one deployment
+    Column("context_length", Integer, nullable=False),
+    Column("limits", JSON, nullable=False),  # {"": {rpm, tpm}, team_id: {rpm, tpm}}; null values: none
+    Column("created_at_ms", Ms, nullable=False),
+    UniqueConstraint("organization_id", "name", name="uq_model_apis_org_name"),
+)
+"""Model APIs: shared OpenAI-compatible endpoints served by a model's environment or deployment, with
+per-team rate limits (``registry/model_apis.py``; migration ``0008``)."""
 
 registry_secrets = Table(
     "registry_secrets",

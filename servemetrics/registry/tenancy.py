@@ -19,11 +19,21 @@ _MODEL_COLUMNS = (t.models, t.organizations.c.name.label("org_name"))
 
 def _key_info(r: Row[Any]) -> k.KeyInfo:
     scope = frozenset(r.model_ids) if r.model_ids is not None else None
-    return k.KeyInfo(r.id, r.organization_id, r.org_name, r.prefix, r.type, scope, r.name)
+    return k.KeyInfo(r.id, r.organization_id, r.org_name, r.prefix, r.type, scope, r.name, r.team_id)
 
 
 def _model_info(r: Row[Any]) -> ModelInfo:
     return ModelInfo(r.id, r.name, r.organization_id, r.org_name, r.created_at_ms)
+
+
+def _check_team(conn: Connection, org_id: int, organization: str, team_id: str) -> None:
+    """InvalidValue (naming the organization's teams) unless it has team ``team_id``."""
+    teams = rows.team_ids(conn, org_id)
+    if team_id not in teams:
+        raise InvalidValue(
+            f"organization {organization!r} has no team {team_id!r}; "
+            f"use one of: {', '.join(teams) or '(none)'}"
+        )
 
 
 class Tenancy:
@@ -52,16 +62,29 @@ class Tenancy:
     # -- API keys -------------------------------------------------------------------------------
 
     def create_api_key(
-        self, organization: str, key_type: str, *, model_ids: list[str] | None = None, name: str | None = None
+        self,
+        organization: str,
+        key_type: str,
+        *,
+        model_ids: list[str] | None = None,
+        name: str | None = None,
+        team_id: str | None = None,
     ) -> tuple[str, k.KeyInfo]:
-        """Generate a key; return ``(plain key, info)``. The plain key is shown once and never stored.
+        """Generate a key (of team ``team_id`` when given); return ``(plain key, info)``. The plain key is
+        shown once and never stored.
 
-        Raises NotFound (no such organization) or InvalidValue (unknown key type, or a scope on a type
-        that takes none).
+        Raises NotFound (no such organization) or InvalidValue (unknown key type, a scope on a type
+        that takes none, or a team the organization does not have).
         """
         raw, prefix = k.generate()
         info = self.add_api_key_digest(
-            organization, k.digest(raw), key_type, model_ids=model_ids, name=name, prefix=prefix
+            organization,
+            k.digest(raw),
+            key_type,
+            model_ids=model_ids,
+            name=name,
+            prefix=prefix,
+            team_id=team_id,
         )
         return raw, info
 
@@ -74,10 +97,12 @@ class Tenancy:
         model_ids: list[str] | None = None,
         name: str | None = None,
         source: str = "api",
+        team_id: str | None = None,
     ) -> k.KeyInfo:
-        """Store ``raw_key`` (hashed) for ``organization``; an existing identical key is updated.
+        """Store ``raw_key`` (hashed) for ``organization`` (in team ``team_id`` when given); an existing
+        identical key is updated.
 
-        Raises NotFound (no such organization) or InvalidValue (bad key type or scope).
+        Raises NotFound (no such organization) or InvalidValue (bad key type or scope, unknown team).
         """
         return self.add_api_key_digest(
             organization,
@@ -87,6 +112,7 @@ class Tenancy:
             name=name,
             source=source,
             raw_key=raw_key,
+            team_id=team_id,
         )
 
     def add_api_key_digest(
@@ -100,6 +126,7 @@ class Tenancy:
         source: str = "api",
         prefix: str | None = None,
         raw_key: str = "",
+        team_id: str | None = None,
     ) -> k.KeyInfo:
         """Like ``add_api_key`` from the key's SHA-256 ``key_digest`` (``keys.digest``)."""
         try:
@@ -112,9 +139,12 @@ class Tenancy:
             model_ids=sorted(model_ids) if model_ids is not None else None,
             name=name,
             source=source,
+            team_id=team_id,
         )
         with self._core.write() as conn:
             org_id = rows.must_organization(conn, organization)
+            if team_id is not None:
+                _check_team(conn, org_id, organization, team_id)
             where = t.api_keys.c.key_hash == key_hash
             if conn.execute(select(t.api_keys.c.id).where(where)).first():
                 conn.execute(update(t.api_keys).where(where).values(organization_id=org_id, **values))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from servemetrics.catalog import CATALOG
 from servemetrics.catalog.engine_rows import ENGINE_ROWS
 from servemetrics.catalog.llm import LLM_ROWS
+from servemetrics.catalog.model_apis import MODEL_API_ROWS
 from servemetrics.catalog.render import markdown_table
 
 SPEC_PANELS = [
@@ -55,6 +56,9 @@ ENGINE_SHOWN = {
 usage, running / waiting); the others are listed hidden in Customize view."""
 
 
+MODEL_API_PANELS = list(dict.fromkeys(m.panel for m in MODEL_API_ROWS))
+
+
 def _panels() -> list[str]:
     return list(dict.fromkeys(m.panel for m in CATALOG.values()))
 
@@ -65,8 +69,10 @@ def test_panels_follow_the_spec_page_then_the_hidden_ones():
         "Pod readiness",
         *GPU_MORE,
         *dict.fromkeys(m.panel for m in ENGINE_ROWS),
+        *dict.fromkeys(m.panel for m in MODEL_API_ROWS),
     ]
-    assert _panels() == [*SPEC_PANELS, *hidden]  # the Engine group, then the LLM group (baseten_llm_* first)
+    # the Engine group, then the LLM group (baseten_llm_* first), then the Model APIs group
+    assert _panels() == [*SPEC_PANELS, *hidden]
     assert all(p.startswith(("vLLM ", "SGLang ")) for p in ENGINE_PANELS)
     assert all(p.startswith("LLM ") for p in LLM_PANELS) and len(LLM_PANELS) == 13
 
@@ -100,19 +106,26 @@ def test_default_visible_is_the_spec_page_graphs():
         *GPU_MORE,
         *LLM_PANELS,
         *(set(ENGINE_PANELS) - ENGINE_SHOWN),
+        *MODEL_API_PANELS,  # drawn on the Model API's own tab, not a model's
     }
-    assert len(hidden) - 2 - 3 == 30 + 13  # most engine graphs (40 engine panels, 10 shown), every LLM graph
+    # most engine graphs (40 engine panels, 10 shown), every LLM graph, every Model API graph
+    assert len(hidden) - 2 - 3 == 30 + 13 + 10
     assert len(ENGINE_PANELS) == 40
 
 
 def test_groups_engine_then_llm_after_the_platform():
     groups = list(dict.fromkeys(m.group for m in CATALOG.values()))
-    assert groups == ["", "Engine", "LLM"]
+    assert groups == ["", "Engine", "LLM", "Model APIs"]
+    model_api = {m.name for m in CATALOG.values() if m.name.startswith("baseten_model_api_")}
+    assert {m.name for m in CATALOG.values() if m.group == "Model APIs"} == model_api
     assert {m.name for m in CATALOG.values() if m.group == "LLM"} == {
-        m.name for m in CATALOG.values() if m.derived is not None or m.name.startswith("baseten_llm_")
+        m.name
+        for m in CATALOG.values()
+        if (m.derived is not None or m.name.startswith("baseten_llm_")) and m.name not in model_api
     }
     assert all(m.group == "Engine" for m in CATALOG.values() if m.derived is None and ":" in m.name)
-    assert all(m.group == "" for m in CATALOG.values() if ":" not in m.name and "_llm_" not in m.name)
+    platform = [m for m in CATALOG.values() if ":" not in m.name and "_llm_" not in m.name]
+    assert all(m.group == "" for m in platform if m.name not in model_api)
 
 
 def test_docs_table_shows_the_graph_columns():

@@ -581,7 +581,7 @@ TRAINER = ORG + "loops: [{id: t, organization: a, nodes: [{id: n0, role: leader}
         ),
         (
             "organizations: [acme]",
-            "config: `organizations[0]` must be a mapping with name (and optionally api_keys)",
+            "config: `organizations[0]` must be a mapping with name (and optionally teams, api_keys)",
         ),
         ("models: {id: m}", "config: `models` must be a list"),
         (

@@ -11,9 +11,11 @@ The service holds organization acme (key `MANAGE`, WORKSPACE_MANAGE_ALL) with
   `e2` (2xA100), `e3` (CPU, replica `r1`), environment `staging` with no deployment (the tests add
   `canary` and `blue`);
 - trainer `t1` (sampler `m1`/`d1`), its leader node `n0` (GPU rank 0) scraped from the same exposition;
-and organization other (key `OTHER`) with model `m9`, whose deployment `x1` (`production`) has the two
-pods of a kube-state-metrics exposition (`tests/fixtures/kube_state_startups.prom`) as replicas, each
-scraping it (their startup timestamps).
+- team `team-a` (key `TEAM_A`, WORKSPACE_INVOKE) and the Model API `chat` on `m1`'s production
+  (`MODEL_APIS`: 60 requests and 10,000 tokens a minute, team-a 5 requests);
+and organization other (key `OTHER`) with model `m9` (Model API `theirs`), whose deployment `x1`
+(`production`) has the two pods of a kube-state-metrics exposition
+(`tests/fixtures/kube_state_startups.prom`) as replicas, each scraping it (their startup timestamps).
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ from tests.processes import (
 
 MANAGE = "sdk-manage-key"
 OTHER = "sdk-other-key"
+TEAM_A = "sdk-team-a-key"
+"""A WORKSPACE_INVOKE key of acme's team `team-a` (the Model API `chat` limits it to 5 requests / minute)."""
 DCGM = SHARED / "fixtures" / "exposition" / "dcgm_exporter_k8s_pod_sample.prom"
 KSM = REPO_ROOT / "tests" / "fixtures" / "kube_state_startups.prom"
 KSM_PODS = ("llm-7f9c-x2k4p", "llm-7f9c-q8n2m")
@@ -56,13 +60,14 @@ at the 4th, so the increase is 3 + 4 + 2 + 4 = 13."""
 
 @dataclass(frozen=True)
 class Service:
-    """The running service: its URL, the SDK's API client for `MANAGE` and for `OTHER`, and `history`,
-    the `[start, end)` window in epoch ms holding the imported counter."""
+    """The running service: its URL, the SDK's API client for `MANAGE` and for `OTHER`, `history`,
+    the `[start, end)` window in epoch ms holding the imported counter, and the client for `TEAM_A`."""
 
     base: str
     api: ApiClient
     other: ApiClient
     history: tuple[int, int]
+    team_a: ApiClient
 
 
 def _exporter() -> tuple[ThreadingHTTPServer, int]:
@@ -106,6 +111,21 @@ PLAYGROUND: dict[str, Any] = {
 """Model m2, what the tests change (its deployments scrape nothing)."""
 
 
+MODEL_APIS: list[dict[str, Any]] = [
+    {
+        "name": "chat",
+        "organization": "acme",
+        "model": "m1",
+        "display_name": "Chat",
+        "context_length": 8192,
+        "limits": {"requests_per_minute": 60, "tokens_per_minute": 10000},
+        "team_limits": {"team-a": {"requests_per_minute": 5}},
+    },
+    {"name": "theirs", "organization": "other", "model": "m9"},
+]
+"""acme's Model API `chat` (served by `m1`'s production) and other's `theirs`."""
+
+
 def _config(tmp: Path, port: int, exporter: str) -> None:
     """The config of the module docstring; the replica scrapes ``exporter``/metrics, the trainer node
     ``exporter``/node/metrics (the same exposition under a path of its own)."""
@@ -138,7 +158,14 @@ def _config(tmp: Path, port: int, exporter: str) -> None:
         ],
     }
     organizations = [
-        {"name": "acme", "api_keys": [{"key": MANAGE, "type": "WORKSPACE_MANAGE_ALL"}]},
+        {
+            "name": "acme",
+            "teams": [{"id": "team-a"}],
+            "api_keys": [
+                {"key": MANAGE, "type": "WORKSPACE_MANAGE_ALL"},
+                {"key": TEAM_A, "type": "WORKSPACE_INVOKE", "team": "team-a"},
+            ],
+        },
         {"name": "other", "api_keys": [{"key": OTHER, "type": "WORKSPACE_MANAGE_ALL"}]},
     ]
     pods = [{"id": pod, "targets": [f"{exporter}/ksm/metrics"]} for pod in KSM_PODS]
@@ -149,7 +176,9 @@ def _config(tmp: Path, port: int, exporter: str) -> None:
         "deployments": [{"id": "x1", "name": "pods", "replicas": pods}],
         "environments": [promoted("production", "x1")],
     }
-    write_service_config(tmp, port, organizations, [llama, PLAYGROUND, other_model], loops=[trainer])
+    write_service_config(
+        tmp, port, organizations, [llama, PLAYGROUND, other_model], loops=[trainer], model_apis=MODEL_APIS
+    )
 
 
 def _import_history(base: str) -> tuple[int, int]:
@@ -191,8 +220,9 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
         with (
             ManagementClient(api_key=MANAGE, base_url_override=base) as mine,
             ManagementClient(api_key=OTHER, base_url_override=base) as theirs,
+            ManagementClient(api_key=TEAM_A, base_url_override=base) as team,
         ):
-            yield Service(base, mine.api, theirs.api, history)
+            yield Service(base, mine.api, theirs.api, history, team.api)
     finally:
         stop(proc)
         exporter.shutdown()

@@ -6,8 +6,10 @@ Paths (docs/gateway.md): ``POST /v1/models/{model_id}/environments/{env_name}/pr
 ``/{path}``); WebSocket upgrades at ``…/environments/{env_name}/websocket``,
 ``…/deployment/{deployment_id}/websocket`` and ``…/development/websocket`` (``WEBSOCKET_ROUTES``,
 relayed by ``gateway.websocket``). The same without ``/v1/models/{model_id}`` take the model from a
-``Host: model-{model_id}.<anything>`` header. Auth: a key that may invoke the model (``can_invoke``);
-another organization's model, or one outside a scoped key, is a 404.
+``Host: model-{model_id}.<anything>`` header. ``POST /v1/chat/completions`` and
+``POST /v1/completions`` are the Model API calls (``model_api_call``; docs/model-apis.md). Auth: a key
+that may invoke the model (``can_invoke``); another organization's model, or one outside a scoped key,
+is a 404.
 
 ``FAST_ROUTES`` is the one table of these paths. ``InferenceRouter`` (an ASGI middleware mounted
 outside the FastAPI app) answers them from it, before FastAPI's routing, dependency and exception
@@ -40,12 +42,13 @@ from servemetrics.api.deps import (
     require_org_metrics_read,
     service_of,
 )
-from servemetrics.api.errors import ApiError, forbidden, not_found, unauthorized
+from servemetrics.api.errors import ApiError, bad_request, forbidden, not_found, unauthorized
 from servemetrics.gateway import Gateway
 from servemetrics.gateway import websocket as websockets
 from servemetrics.gateway.errors import error_response
+from servemetrics.gateway.model_api_calls import CallError, ModelApiGateway, parse_call
 from servemetrics.gateway.proxy import Relay
-from servemetrics.registry import ModelInfo, can_invoke
+from servemetrics.registry import KeyInfo, ModelInfo, can_invoke
 
 router = APIRouter(tags=["inference"])
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -57,10 +60,9 @@ def _gateway(request: HTTPConnection) -> Gateway:
     return gateway_of(service_of(request))
 
 
-async def invoking_model(request: HTTPConnection, model_id: str | None) -> ModelInfo:
-    """The model the caller may invoke: 401 bad key, 429 a client address over the failed-authentication
-    limit (``FailedAuthLimiter``, as every other path), 404 unknown / another organization's, 403 a key
-    type that may not invoke it. ``model_id`` None: taken from the ``Host`` header."""
+async def invoking_key(request: HTTPConnection) -> KeyInfo:
+    """The caller's stored key: 401 missing or bad, 429 a client address over the failed-authentication
+    limit (``FailedAuthLimiter``, as every other path)."""
     view = _gateway(request).view
     limiter, address = service_of(request).auth_limiter, client_address(request.client)
     raw = parse_authorization(request.headers.get("authorization"))
@@ -70,6 +72,15 @@ async def invoking_model(request: HTTPConnection, model_id: str | None) -> Model
         raise unauthorized(
             "invalid API key: send `Authorization: Api-Key <key>` with a key of your organization"
         )
+    return key
+
+
+async def invoking_model(request: HTTPConnection, model_id: str | None) -> ModelInfo:
+    """The model the caller may invoke: 401 bad key, 429 a client address over the failed-authentication
+    limit (``invoking_key``), 404 unknown / another organization's, 403 a key type that may not invoke
+    it. ``model_id`` None: taken from the ``Host`` header."""
+    view = _gateway(request).view
+    key = await invoking_key(request)
     if model_id is None:
         model_id = model_from_host(request.headers.get("host", ""))
     model = await view.model(model_id, key.organization_id)
@@ -130,6 +141,46 @@ async def host_sync_environment(request: Request, env_name: str, path: str) -> R
     return await _gateway(request).to_environment(request, model, env_name, path)
 
 
+def _model_api_gateway(request: HTTPConnection) -> ModelApiGateway:
+    found = service_of(request).model_api_gateway
+    if found is None:
+        raise ApiError(503, "the gateway is not enabled in this service")
+    return found
+
+
+async def model_api_call(request: Request, path: str) -> Response | Relay:
+    """A Model API call (docs/model-apis.md "Serving"): 401 / 429 as ``invoking_key``; 400 a body that is
+    not an OpenAI request with ``model``; 404 no such Model API in the key's organization (or its model
+    outside a scoped key); 403 a key type that may not invoke; then ``ModelApiGateway.serve``."""
+    arrived = time.perf_counter()
+    key = await invoking_key(request)
+    body = await request.body()
+    try:
+        call = parse_call(body)
+    except CallError as exc:
+        raise bad_request(str(exc)) from None
+    serving = _model_api_gateway(request)
+    api = await serving.model_api(key.organization_id, call.model)
+    if api is None or (key.model_ids is not None and api.model_id not in key.model_ids):
+        raise not_found(f"no Model API {call.model!r}; list your organization's with GET /v1/model_apis")
+    if not can_invoke(key, api.model_id):
+        raise forbidden(
+            f"a {key.type} key cannot call Model APIs; use a WORKSPACE_INVOKE, WORKSPACE_MANAGE_ALL or "
+            "PERSONAL key"
+        )
+    return await serving.serve(request, key, api, body, call.stream, path, arrived)
+
+
+async def chat_completions(request: Request) -> Response | Relay:
+    """OpenAI ``POST /v1/chat/completions`` to the Model API named by the body's ``model``."""
+    return await model_api_call(request, "v1/chat/completions")
+
+
+async def completions(request: Request) -> Response | Relay:
+    """OpenAI ``POST /v1/completions`` to the Model API named by the body's ``model``."""
+    return await model_api_call(request, "v1/completions")
+
+
 async def websocket_environment(websocket: WebSocket, model_id: str | None, env_name: str) -> None:
     """Relay the WebSocket to a replica (``/websocket``) of a deployment serving the environment."""
     model = await invoking_model(websocket, model_id)
@@ -188,6 +239,8 @@ FAST_ROUTES: tuple[InferenceRoute, ...] = tuple(
         ("/environments/{env_name}/predict", _POST, host_predict_environment),
         ("/deployment/{deployment_id}/predict", _POST, host_predict_deployment),
         ("/environments/{env_name}/sync/{path:path}", _ANY, host_sync_environment),
+        ("/v1/chat/completions", _POST, chat_completions),
+        ("/v1/completions", _POST, completions),
     )
 )
 """The inference paths, in matching order: ``InferenceRouter`` answers them, ``router`` documents them."""
@@ -239,8 +292,13 @@ def gateway_metrics(registry: RegistryDep, gateway: GatewayDep, key: Auth) -> Re
 
 def is_inference_path(path: str) -> bool:
     """True for paths the gateway itself serves (``…/predict``, ``…/sync/…``, ``…/websocket``,
-    ``/gateway/…``): only those can be one of ``FAST_ROUTES`` or ``WEBSOCKET_ROUTES``."""
-    return path.endswith(("/predict", "/websocket")) or "/sync/" in path or path.startswith("/gateway/")
+    ``/gateway/…``, the OpenAI ``…/completions``): only those can be one of ``FAST_ROUTES`` or
+    ``WEBSOCKET_ROUTES``."""
+    return (
+        path.endswith(("/predict", "/websocket", "/completions"))
+        or "/sync/" in path
+        or path.startswith("/gateway/")
+    )
 
 
 def _route_path(scope: Scope) -> str:

@@ -53,9 +53,9 @@ GroupByQ = Annotated[
     BeforeValidator(lambda v: v.lower() if isinstance(v, str) else v),
     Query(
         description="Drill-down, our extension (not in the spec): split every requested metric by "
-        "replica, gpu, deployment or status_code (exact codes; any case); each label set then carries that "
-        "label, one per part present in the window. A metric that does not accept the value is a 400 "
-        "(docs/query-semantics.md, Drill-down). Absent: the spec's answer."
+        "replica, gpu, deployment, status_code (exact codes) or team (Model API metrics; any case); "
+        "each label set carries that label, one per part present in the window. A metric that does not "
+        "accept the value is a 400 (docs/query-semantics.md, Drill-down). Absent: the spec's answer."
     ),
 ]
 
@@ -80,7 +80,7 @@ def metrics_params(
     group_by: GroupByQ = None,
 ) -> MetricsParams:
     """Validated query parameters; 400 naming any parameter the endpoints do not take (and a
-    ``group_by`` outside replica, gpu, deployment, status_code)."""
+    ``group_by`` outside replica, gpu, deployment, status_code, team)."""
     reject_unknown_params(request, QUERY_PARAMETERS)
     return MetricsParams(mode, start_epoch_millis, end_epoch_millis, metrics, group_by)
 

@@ -18,10 +18,16 @@ function lineName(metric, labels, metricsInPanel, title) {
   return metricsInPanel > 1 && legend ? `${legend} ${set}` : set;
 }
 
+// The catalog group of the Model API metrics (catalog/model_apis.py): graphed on a Model API's own tab,
+// never on a model's Metrics tab (docs/model-apis.md).
+export const MODEL_API_GROUP = "Model APIs";
+
 // catalog.metrics -> [{id, title, help, metrics, lines: [{metric, labels, name, quantile}], defaultVisible}]
-export function buildPanels(catalog) {
+// `modelApis`: false (a model's tab) leaves the Model API group out, true keeps only it.
+export function buildPanels(catalog, modelApis = false) {
   const byId = new Map();
   for (const metric of catalog.metrics) {
+    if ((metric.group === MODEL_API_GROUP) !== modelApis) continue;
     const title = metric.panel || metric.name;
     const id = panelId(title);
     if (!byId.has(id)) {

@@ -1,0 +1,95 @@
+"""``openai_meter``: tokens and token timings read from OpenAI answers, hand-checked on scripted streams
+(the platform's time-per-output-token rule: one observation per chunk with new tokens after the first,
+time since the previous such chunk / its new tokens)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from servemetrics.gateway.openai_meter import StreamMeter, Usage, usage_of
+
+
+def _event(obj: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+def _chat(text: str, **more: Any) -> bytes:
+    return _event({"choices": [{"index": 0, "delta": {"content": text}}], **more})
+
+
+def _usage(prompt: int, output: int, cached: int = 0) -> dict[str, Any]:
+    return {
+        "prompt_tokens": prompt,
+        "completion_tokens": output,
+        "prompt_tokens_details": {"cached_tokens": cached},
+    }
+
+
+def test_multi_token_chunks_by_running_usage_give_one_observation_each() -> None:
+    """Chunks of 1, 3 and 2 tokens at 0.10, 0.16 and 0.20 s (vLLM's continuous usage): TTFT 0.10;
+    observations (0.16 - 0.10) / 3 = 0.02 and (0.20 - 0.16) / 2 = 0.02; decode speed 1 / mean = 50/s."""
+    meter = StreamMeter(stream=True)
+    meter.feed(_event({"choices": [{"delta": {"role": "assistant"}}]}), 0.05)  # no tokens: not a chunk
+    meter.feed(_chat("a", usage=_usage(7, 1)), 0.10)
+    meter.feed(_chat("b c d", usage=_usage(7, 4)), 0.16)
+    meter.feed(_chat("e f", usage=_usage(7, 6)), 0.20)
+    meter.feed(_event({"choices": [], "usage": _usage(7, 6, cached=5)}) + b"data: [DONE]\n\n", 0.21)
+    assert meter.first_token_s == 0.10
+    assert meter.tpot_s == pytest.approx([0.02, 0.02])
+    assert 1 / (sum(meter.tpot_s) / len(meter.tpot_s)) == pytest.approx(50.0)
+    assert meter.result() == Usage(input_cached=5, input_uncached=2, output=6)
+
+
+def test_logprobs_count_the_tokens_of_a_chunk_when_no_usage_runs() -> None:
+    def chunk(n: int) -> bytes:
+        lp = {"content": [{"token": "x", "logprob": 0.0} for _ in range(n)]}
+        return _event({"choices": [{"delta": {"content": "x" * n}, "logprobs": lp}]})
+
+    meter = StreamMeter(stream=True)
+    for at, n in ((0.5, 2), (0.9, 4), (1.0, 1)):
+        meter.feed(chunk(n), at)
+    assert meter.tpot_s == pytest.approx([0.1, 0.1])  # (0.9 - 0.5) / 4, (1.0 - 0.9) / 1
+    assert meter.counted == 7 and meter.result() == Usage(output=7)  # no usage: counted chunks, no input
+
+
+def test_without_usage_every_content_chunk_is_one_token_and_events_may_split() -> None:
+    """Completions' ``text`` chunks, events cut across network reads and two in one read (one time)."""
+    stream = b"".join(_event({"choices": [{"text": t}]}) for t in ("x", "y", "z")) + b"data: [DONE]\n\n"
+    meter = StreamMeter(stream=True)
+    meter.feed(stream[:10], 1.0)
+    meter.feed(stream[10:40], 2.0)  # completes the first event
+    meter.feed(stream[40:], 3.0)  # the other two, arriving together
+    assert meter.first_token_s == 2.0
+    assert meter.tpot_s == [1.0, 0.0]
+    assert meter.result() == Usage(output=3)
+
+
+def test_a_non_streamed_answer_is_read_for_its_usage_at_the_end() -> None:
+    body = json.dumps(
+        {"choices": [{"message": {"content": "hi"}}], "usage": _usage(12, 3, cached=4)}
+    ).encode()
+    meter = StreamMeter(stream=False)
+    meter.feed(body[:5], 0.3)
+    meter.feed(body[5:], 0.4)
+    assert meter.first_token_s == 0.3 and meter.tpot_s == []
+    assert meter.result() == Usage(input_cached=4, input_uncached=8, output=3)
+    broken = StreamMeter(stream=False)
+    broken.feed(b"<html>bad gateway</html>", 0.1)
+    assert broken.result() == Usage()
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        (_usage(10, 2, cached=3), Usage(3, 7, 2)),
+        ({"prompt_tokens": 4, "completion_tokens": 1}, Usage(0, 4, 1)),
+        ({"prompt_tokens": 4, "prompt_tokens_details": {"cached_tokens": 9}}, Usage(4, 0, 0)),  # capped
+        ({"prompt_tokens": -1, "completion_tokens": True}, Usage(0, 0, 0)),
+        ("nope", None),
+    ],
+)
+def test_usage_objects(obj: Any, expected: Usage | None) -> None:
+    assert usage_of(obj) == expected
