@@ -14,7 +14,7 @@ into lines with numpy; a sample line is *plain* when it is ``PREFIX VALUE TIMEST
 - one space between the three, none at the end, no exemplar.
 
 Every other line (metadata, blank, anything not plain) is given to the cutter as text, as before. The
-cutter (``backfill._Cutter``) cuts plain lines into the same parse units as their text, and a unit of a
+cutter (``backfill_units.Cutter``) cuts plain lines into the same parse units as their text, and a unit of a
 family of kind gauge, counter, unknown or histogram (no ``# UNIT``) made only of plain lines becomes part
 of a ``FastRun``. ``parse_run`` reads its units: a unit is *certain* when every rule
 ``prometheus_client``'s OpenMetrics parser (0.26, ``openmetrics/parser.py``) applies to the text
@@ -51,12 +51,20 @@ import numpy as np
 from prometheus_client import parser as _text_parser
 
 from servemetrics.ingest.exposition import PARSE_ERRORS, normalise_le
+from servemetrics.ingest.number_tokens import (
+    MAX_TS_CHARS,
+    MAX_VALUE_CHARS,
+    TS_DFA,
+    VALUE_DFA,
+    integer_digits,
+    run_dfa,
+    timestamp_ms,
+    tokens,
+)
 from servemetrics.timeutil import MAX_TS_MS
 from servemetrics.types import Labels, SeriesKey, labels_of
 
 FAST_KINDS = frozenset({"gauge", "counter", "unknown", "histogram"})
-_MAX_VALUE_CHARS = 32
-_MAX_TS_CHARS = 19  # 15 digits, the point, 3 digits
 _MAX_PREFIXES = 1_000_000
 _LV = r'"[^"\\{}#]*"'
 _LN = r"[a-zA-Z_][a-zA-Z0-9_]*"
@@ -69,52 +77,6 @@ _SUFFIXES = {
 }
 _BUCKET, _SUM, _COUNT = "_bucket", "_sum", "_count"
 _COUNTER_LIKE = frozenset({"_total", "_bucket", "_sum", "_count"})
-
-
-def _value_table() -> np.ndarray:
-    """The DFA of ``-?D+(.D+)?([eE][-+]?D+)?`` over bytes; state 0 start, 8 dead; NUL (padding) keeps a
-    state. Accepting: 2 (integer), 4 (fraction), 7 (exponent)."""
-    t = np.full((9, 256), 8, dtype=np.int8)
-    t[:, 0] = np.arange(9)
-    digits = np.arange(48, 58)
-    t[0, ord("-")] = 1
-    for s, to in ((0, 2), (1, 2), (2, 2), (3, 4), (4, 4), (5, 7), (6, 7), (7, 7)):
-        t[s, digits] = to
-    t[2, ord(".")] = 3
-    for s in (2, 4):
-        t[s, ord("e")] = t[s, ord("E")] = 5
-    t[5, ord("-")] = t[5, ord("+")] = 6
-    return t
-
-
-def _ts_table() -> np.ndarray:
-    """The DFA of ``D+(.D{1,3})?``; state 0 start, 6 dead; accepting 1, 3, 4, 5."""
-    t = np.full((7, 256), 6, dtype=np.int8)
-    t[:, 0] = np.arange(7)
-    digits = np.arange(48, 58)
-    t[0, digits] = t[1, digits] = 1
-    t[1, ord(".")] = 2
-    t[2, digits], t[3, digits], t[4, digits] = 3, 4, 5
-    return t
-
-
-_VALUE_DFA = _value_table()
-_TS_DFA = _ts_table()
-
-
-def _tokens(buf: np.ndarray, start: np.ndarray, length: np.ndarray, width: int) -> np.ndarray:
-    """The ``n x width`` matrix of the tokens ``buf[start:start+length]``, NUL-padded (length <= width)."""
-    cols = np.arange(width, dtype=np.int64)
-    idx = start[:, None] + cols[None, :]
-    inside = cols[None, :] < length[:, None]
-    return np.where(inside, buf[np.minimum(idx, buf.shape[0] - 1)], 0).astype(np.uint8)
-
-
-def _run_dfa(table: np.ndarray, tokens: np.ndarray) -> np.ndarray:
-    state = np.zeros(tokens.shape[0], dtype=np.int8)
-    for c in range(tokens.shape[1]):
-        state = table[state, tokens[:, c]]
-    return state
 
 
 @dataclass
@@ -237,13 +199,13 @@ class Tokeniser:
         shape = (last >= 1) & (v_sep > start) & (first != 35) & (end > start)
         v_len = np.where(shape, ts_sep - v_sep - 1, 0)
         t_len = np.where(shape, end - ts_sep - 1, 0)
-        shape &= (v_len >= 1) & (v_len <= _MAX_VALUE_CHARS) & (t_len >= 1) & (t_len <= _MAX_TS_CHARS)
+        shape &= (v_len >= 1) & (v_len <= MAX_VALUE_CHARS) & (t_len >= 1) & (t_len <= MAX_TS_CHARS)
         v_len, t_len = np.where(shape, v_len, 0), np.where(shape, t_len, 0)
-        vtok = _tokens(buf, v_sep + 1, v_len, max(1, int(v_len.max(initial=0))))
-        ttok = _tokens(buf, ts_sep + 1, t_len, max(1, int(t_len.max(initial=0))))
-        vstate, tstate = _run_dfa(_VALUE_DFA, vtok), _run_dfa(_TS_DFA, ttok)
+        vtok = tokens(buf, v_sep + 1, v_len, max(1, int(v_len.max(initial=0))))
+        ttok = tokens(buf, ts_sep + 1, t_len, max(1, int(t_len.max(initial=0))))
+        vstate, tstate = run_dfa(VALUE_DFA, vtok), run_dfa(TS_DFA, ttok)
         plain = shape & np.isin(vstate, (2, 4, 7)) & np.isin(tstate, (1, 3, 4, 5))
-        plain &= _integer_digits(ttok) <= 15
+        plain &= integer_digits(ttok) <= 15
         values = np.zeros(n, dtype=np.float64)
         if plain.any():
             values[plain] = vtok[plain].view(f"S{vtok.shape[1]}").ravel().astype(np.float64)
@@ -263,7 +225,7 @@ class Tokeniser:
         if n > 1:
             ts_new[1:] = (ttok[1:] != ttok[:-1]).any(axis=1)
         ts_ms = np.zeros(n, dtype=np.int64)
-        ts_ms[plain] = _ts_ms(ttok[plain])
+        ts_ms[plain] = timestamp_ms(ttok[plain])
         return Lines(data, start, end, plain, pid, values, int_token, ts_ms, ts_new)
 
     def _read_new(self, data: bytes) -> None:
@@ -273,49 +235,6 @@ class Tokeniser:
         for raw in itertools.islice(self._ids, len(self.prefixes), None):
             self.prefixes.append(_prefix(raw.decode("ascii")))
         self._plain = np.asarray([p is not None for p in self.prefixes], dtype=bool)
-
-
-def _integer_digits(ttok: np.ndarray) -> np.ndarray:
-    """Digits before the point (or in all) of each timestamp token."""
-    dot = ttok == 46
-    has_dot = dot.any(axis=1)
-    width = ttok.shape[1]
-    first_dot = np.where(has_dot, dot.argmax(axis=1), width)
-    nonzero = (ttok != 0).sum(axis=1)
-    out: np.ndarray = np.where(has_dot, first_dot, nonzero)
-    return out
-
-
-def _ts_ms(ttok: np.ndarray) -> np.ndarray:
-    """Milliseconds of timestamp tokens of the ``D+(.D{1,3})?`` form, at most 15 digits before the point."""
-    ms = np.zeros(ttok.shape[0], dtype=np.int64)
-    digits = ((ttok >= 48) & (ttok <= 57)) | (ttok == 0)
-    whole = digits.all(axis=1) & (ttok[:, 0] != 0)
-    if whole.any():  # seconds only: numpy reads the digits
-        ms[whole] = ttok[whole].view(f"S{ttok.shape[1]}").ravel().astype(np.int64) * 1000
-    rest = np.flatnonzero(~whole)
-    if rest.shape[0]:
-        ms[rest] = _ts_ms_by_digit(ttok[rest])
-    return ms
-
-
-def _ts_ms_by_digit(ttok: np.ndarray) -> np.ndarray:
-    n = ttok.shape[0]
-    sec = np.zeros(n, dtype=np.int64)
-    frac = np.zeros(n, dtype=np.int64)
-    frac_digits = np.zeros(n, dtype=np.int64)
-    after_dot = np.zeros(n, dtype=bool)
-    for c in range(ttok.shape[1]):
-        b = ttok[:, c].astype(np.int64)
-        digit = (b >= 48) & (b <= 57)
-        in_sec = digit & ~after_dot
-        in_frac = digit & after_dot & (frac_digits < 3)
-        sec = np.where(in_sec, sec * 10 + (b - 48), sec)
-        frac = np.where(in_frac, frac * 10 + (b - 48), frac)
-        frac_digits += in_frac
-        after_dot |= b == 46
-    ms: np.ndarray = sec * 1000 + frac * (10 ** (3 - np.minimum(frac_digits, 3)))
-    return ms
 
 
 def _prefix(text: str) -> Prefix | None:

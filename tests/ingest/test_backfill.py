@@ -5,7 +5,7 @@ import io
 import numpy as np
 import pytest
 
-from servemetrics.ingest import backfill
+from servemetrics.ingest import backfill, backfill_units
 from servemetrics.ingest.backfill import BackfillError, iter_backfill
 from servemetrics.samples import Sample
 from tests.ingest.openmetrics_gen import BUCKETS, T0, openmetrics_lines, samples_per_point
@@ -157,7 +157,7 @@ def test_samples_need_timestamps() -> None:
 def test_streams_in_bounded_reads_with_progress(tmp_path, monkeypatch) -> None:
     monkeypatch.setattr(backfill, "_READ_BYTES", 4096)
     monkeypatch.setattr(backfill, "_CHUNK_LINES", 500)
-    monkeypatch.setattr(backfill, "_MAX_UNIT_LINES", 100)  # histogram units are cut at timestamp changes
+    monkeypatch.setattr(backfill_units, "MAX_UNIT_LINES", 100)  # histogram units are cut at timestamp changes
     path = tmp_path / "b.om"
     path.write_text("".join(openmetrics_lines(200, gpus=2)))
     reads: list[int] = []

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from servemetrics.ingest import backfill
+from servemetrics.ingest import backfill, backfill_units
 from servemetrics.ingest.backfill_fast import FastRun, parse_run
 from tests.ingest.fixtures import FIXTURES, REPO_ROOT
 from tests.ingest.openmetrics_gen import T0, openmetrics_lines
@@ -68,7 +68,7 @@ def test_generated_files_read_fast_give_the_library_batches(monkeypatch) -> None
 def test_small_reads_chunks_and_units_cut_alike(monkeypatch) -> None:
     monkeypatch.setattr(backfill, "_READ_BYTES", 3000)  # units span blocks
     monkeypatch.setattr(backfill, "_CHUNK_LINES", 300)
-    monkeypatch.setattr(backfill, "_MAX_UNIT_LINES", 70)
+    monkeypatch.setattr(backfill_units, "MAX_UNIT_LINES", 70)
     text = "".join(openmetrics_lines(400, gpus=2))
     result = same(text, monkeypatch, batch_size=500)
     assert len(result) > 5
