@@ -9,9 +9,9 @@ from pathlib import Path
 from tests.conftest import REPO_ROOT
 
 PKG = REPO_ROOT / "servemetrics"
-BOTTOM = {"types", "timeutil", "labels", "samples", "keyed_loops"}
-"""Contracts every layer may use: aliases, time helpers, the label contract, the sample unit, and
-``KeyedLoops`` (a task per key)."""
+BOTTOM = {"types", "timeutil", "labels", "samples", "keyed_loops", "leb128"}
+"""Contracts every layer may use: aliases, time helpers, the label contract, the sample unit,
+``KeyedLoops`` (a task per key) and varints (``leb128``)."""
 ALLOWED: dict[str, set[str]] = {
     "__init__": {"samples", "types"},
     "types": set(),
@@ -19,6 +19,7 @@ ALLOWED: dict[str, set[str]] = {
     "labels": {"types"},
     "samples": {"types"},
     "keyed_loops": set(),
+    "leb128": set(),
     "remote_write": {*BOTTOM},
     "catalog": {*BOTTOM},
     "selfmetrics": set(),

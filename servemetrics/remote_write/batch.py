@@ -13,22 +13,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from servemetrics.leb128 import encode as _varint
 from servemetrics.samples import SampleBatch
 from servemetrics.types import SeriesKey
 
 _VARINT_LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
 
 
 def _field_bytes(field: int, payload: bytes) -> bytes:

@@ -25,6 +25,8 @@ from collections.abc import Callable
 
 import numpy as np
 
+from servemetrics.leb128 import VarintTooLong
+from servemetrics.leb128 import decode as _varint
 from servemetrics.samples import SampleBatch
 from servemetrics.types import Labels, SeriesKey, labels_of
 
@@ -72,23 +74,6 @@ class LabelCache:
 
 
 _DEFAULT_CACHE = LabelCache()
-
-
-def _varint(buf: bytes, pos: int) -> tuple[int, int]:
-    """The varint at ``buf[pos:]`` and the position after it; IndexError when truncated."""
-    b = buf[pos]
-    if b < 0x80:
-        return b, pos + 1
-    result, shift = b & 0x7F, 7
-    while True:
-        pos += 1
-        b = buf[pos]
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result & 0xFFFFFFFFFFFFFFFF, pos + 1
-        shift += 7
-        if shift > 63:
-            raise _malformed(f"a varint at byte {pos} is longer than 10 bytes")
 
 
 def _tag(buf: bytes, pos: int) -> tuple[int, int, int]:
@@ -313,6 +298,8 @@ def decode_batch(raw: bytes, cache: LabelCache | None = None) -> SampleBatch:
         slow = [(i, *_walk_series(raw, series.start[i], series.tail_end[i], i)) for i in irregular]
     except (IndexError, struct.error):
         raise _malformed("the body is truncated") from None
+    except VarintTooLong as exc:
+        raise _malformed(str(exc)) from None
     for i, key, _, _ in slow:
         series.keys[i] = key  # walked in full: labels after its samples count too
     if slow:

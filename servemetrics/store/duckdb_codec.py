@@ -25,6 +25,9 @@ import zlib
 
 import numpy as np
 
+from servemetrics.leb128 import decode as _read_varint
+from servemetrics.leb128 import encode as _varint
+
 MAX_DECIMALS = 6
 MAX_DIVISOR = 3
 """Largest ``f`` of a near-decimal ``k / 10**(d - f) / 10**f`` (an adapter's ``/ 1000``)."""
@@ -39,31 +42,6 @@ _VAL_DEC = 0x10  # | decimals: scaled integers
 _VAL_NEAR = 0x40  # + 4 * decimals + divisor exponent: scaled integers and a correction per value
 _VAL_XOR = 0x7E
 _DELTA = 1  # kind bit of a packed integer stream: deltas (else frame of reference)
-
-
-def _varint(x: int) -> bytes:
-    """Unsigned LEB128."""
-    out = bytearray()
-    while x >= 0x80:
-        out.append((x & 0x7F) | 0x80)
-        x >>= 7
-    out.append(x)
-    return bytes(out)
-
-
-def _read_varint(blob: bytes, at: int) -> tuple[int, int]:
-    """The unsigned LEB128 at ``blob[at:]`` and the offset after it."""
-    b = blob[at]
-    if b < 0x80:  # most fields: one byte
-        return b, at + 1
-    x, shift = b & 0x7F, 7
-    while True:
-        at += 1
-        b = blob[at]
-        x |= (b & 0x7F) << shift
-        if b < 0x80:
-            return x, at + 1
-        shift += 7
 
 
 def _zigzag(x: int) -> bytes:
