@@ -47,7 +47,8 @@ def _write_body() -> bytes:
 @dataclass(frozen=True)
 class Route:
     """One request and who may make it: ``access`` is public, any (every valid key), read (the model's
-    state and metrics), read_org (the organization's, an out-of-scope key sees only its models), manage,
+    state and metrics), read_org (the organization's, an out-of-scope key sees only its models), in_org
+    (any key of the organization whose model scope covers it), manage,
     manage_org (ingest, creating models) or invoke; ``ok`` the status of a permitted call."""
 
     method: str
@@ -85,6 +86,13 @@ ROUTES = [
     Route("GET", "/v1/loops/deployments/t1", "read_trainer", 200),
     Route("POST", "/v1/loops/deployments/t1/metrics", "read_trainer", 200, body={}),
     Route("GET", "/v1/service_discovery/targets", "read_org", 200),
+    # Model APIs (docs/model-apis.md): "chat" is served by m1, whose production has no replica
+    Route("GET", "/v1/model_apis", "any", 200),
+    Route("GET", "/v1/model_apis/chat", "in_org", 200),
+    Route("GET", "/v1/model_apis/chat/metrics", "read", 200),
+    Route("GET", "/v1/model_apis/usage", "read_org", 200, params={"start_time": "2026-01-01T00:00:00Z"}),
+    Route("POST", "/v1/chat/completions", "invoke", 503, body={"model": "chat", "messages": []}),
+    Route("POST", "/v1/completions", "invoke", 503, body={"model": "chat", "prompt": "hi"}),
     Route("GET", "/metrics", "read_org", 200),  # the export (docs/export.md): once per caller, under 6/min
     Route("GET", "/gateway/metrics", "read_org", 200),
     # inference: production serves d2, which has no replica, so a permitted call is the gateway's 503
@@ -134,6 +142,8 @@ def expected(route: Route, caller: str) -> int:
         return 401
     if route.access == "any":
         return route.ok
+    if route.access == "in_org":  # any key of the organization whose scope covers it
+        return 404 if caller in ("OTHER_ORG", "EXPORT_OUT_OF_SCOPE", "INVOKE_OUT_OF_SCOPE") else route.ok
     if route.access in ("read", "read_trainer", "read_org"):
         if caller == "OTHER_ORG" or caller == "EXPORT_OUT_OF_SCOPE":
             return route.ok if route.access == "read_org" else 404
@@ -184,6 +194,7 @@ def declarations() -> dict[str, Any]:
             {"id": "m9", "organization": "acme"},
             {"id": "mx", "organization": "other"},
         ],
+        "model_apis": [{"name": "chat", "organization": "acme", "model": "m1"}],
         "loops": [
             {
                 "id": "t1",

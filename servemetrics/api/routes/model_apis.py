@@ -39,9 +39,10 @@ MAX_PAGE = 1000
 
 def resolve_model_api(registry: Registry, key: KeyInfo, name: str) -> ModelApiInfo:
     """The key's organization's Model API ``name``; 404 when it has none of that name (also when another
-    organization has one)."""
+    organization has one) and when the key is scoped to models that do not include the one serving it
+    (what a model-scoped key cannot see, it is not told exists: the model routes' rule)."""
     found = registry.model_apis.model_api(key.organization_id, name)
-    if found is None:
+    if found is None or (key.model_ids is not None and found.model_id not in key.model_ids):
         raise not_found(f"no Model API {name!r}; list your organization's with GET /v1/model_apis")
     return found
 
@@ -68,9 +69,12 @@ def list_model_apis(
 ) -> dict[str, Any]:
     """``ModelAPIsResponse``: the organization's Model APIs by name, ``limit`` a page, after the one the
     ``cursor`` names; ``pagination.has_more`` / ``cursor`` say where the next page starts. ``added_only``
-    changes nothing: a self-hosted Model API is always its organization's own."""
+    changes nothing: a self-hosted Model API is always its organization's own. A model-scoped key lists
+    those its models serve."""
     reject_unknown_params(request, ("cursor", "limit", "added_only"))
     apis = registry.model_apis.list_model_apis(key.organization_id)
+    if key.model_ids is not None:  # a model-scoped key: the Model APIs its models serve
+        apis = [a for a in apis if a.model_id in key.model_ids]
     if cursor is not None:
         after = decode_cursor(cursor)
         apis = [a for a in apis if a.name > after]
@@ -163,10 +167,8 @@ async def model_api_metrics(
     ``DEFAULT_MODEL_API_METRICS``. 403 a key that may not read metrics; 404 another organization's or an
     unknown Model API (or one whose model a scoped key does not cover); 400 bad parameters."""
     reject_unknown_params(request, METRICS_PARAMS)
-    require_org_metrics_read(key, "Model API metrics")
     api = resolve_model_api(registry, key, model_api_name)
-    if key.model_ids is not None and api.model_id not in key.model_ids:
-        raise not_found(f"no Model API {model_api_name!r}; list your organization's with GET /v1/model_apis")
+    require_org_metrics_read(key, "Model API metrics")
     teams = [t.team_id for t in registry.model_apis.list_teams(key.organization_id)]
     parts = team_scope(key, requested_teams(request), teams)
     _only_model_api_metrics(metrics)
