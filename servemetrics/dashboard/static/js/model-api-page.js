@@ -69,7 +69,8 @@ export function createModelApiPage({ getClient, onError }) {
     writeHash("model-apis", { api: s.name, range: el.range.value, teams: [...s.selected].join(",") });
   }
 
-  const visiblePanels = () => s.panels.filter((p) => p.defaultVisible);
+  // every graph of the group (its rows are not default_visible: that hides them on a model's tab)
+  const visiblePanels = () => s.panels;
 
   // -- the Model API and its teams ------------------------------------------------------------------
 
