@@ -11,7 +11,7 @@ APIs, draws every graph of the catalog's "Model APIs" group with data, its token
 up (each value × its value set's share of the step, series.js) to the client's numbers, its latency,
 size and decode lines are the API's values for the page's window, ticking team-b leaves only team-b's
 lines (and sends ``team_ids[]=team-b``), and no event is drawn or fetched though m1 has one there (an
-autoscaling change).
+autoscaling change). Signed in with team-b's metrics key, the tab shows team-b's lines only.
 """
 
 from __future__ import annotations
@@ -41,6 +41,8 @@ from tests.processes import (
 
 pytestmark = pytest.mark.e2e
 ADMIN, TEAM_A, TEAM_B = "mapi-dash-admin", "mapi-dash-team-a", "mapi-dash-team-b"
+B_METRICS = "mapi-dash-team-b-metrics"
+"""A metrics-reading key of team-b: it sees team-b's series only."""
 PROMPT = [{"role": "user", "content": "five words in this prompt"}]
 A_CALLS, B_CALLS, A_LIMIT = 6, 3, 3
 P = "baseten_model_api_"
@@ -149,6 +151,7 @@ def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Svc]:
                 {"key": ADMIN, "type": "WORKSPACE_MANAGE_ALL"},
                 {"key": TEAM_A, "type": "WORKSPACE_INVOKE", "team": "team-a"},
                 {"key": TEAM_B, "type": "WORKSPACE_INVOKE", "team": "team-b"},
+                {"key": B_METRICS, "type": "WORKSPACE_EXPORT_METRICS", "team": "team-b"},
             ],
         }
     ]
@@ -214,9 +217,10 @@ def browser() -> Iterator[Browser]:
         yield b
 
 
-def open_tab(browser: Browser, svc: Svc, requests: list[str]) -> Page:
-    """The Model APIs tab of ``chat`` over the last 15 minutes, events switched on in the prefs."""
-    context = new_context(browser, ADMIN)
+def open_tab(browser: Browser, svc: Svc, requests: list[str], key: str = ADMIN) -> Page:
+    """The Model APIs tab of ``chat`` over the last 15 minutes signed in with ``key``, events switched on
+    in the prefs."""
+    context = new_context(browser, key)
     context.add_init_script("localStorage.setItem('servemetrics.prefs', JSON.stringify({showEvents: true}))")
     page = context.new_page()
     page.on("request", lambda r: requests.append(r.url))
@@ -289,6 +293,8 @@ def test_the_tab_lists_the_model_apis_and_draws_every_graph_with_the_clients_num
     for team in ("team-a", "team-b"):
         for kind, want in calls.tokens[team].items():
             assert tokens.get((team, kind), 0) == pytest.approx(want), (team, kind)
+    # by hand: 5 prompt words (2 of them cached for team-b's streams); 2 tokens a call, 6 a stream
+    assert calls.tokens["team-a"] == {"input_cached": 0, "input_uncached": 5 * a_ok, "output": 2 * a_ok}
     assert calls.tokens["team-b"] == {"input_cached": 6, "input_uncached": 9, "output": 18}
     volume = totals(state, "Model API inference volume")
     assert volume[("team-a", "2xx")] == pytest.approx(a_ok)
@@ -347,4 +353,18 @@ def test_the_team_filter_leaves_only_the_chosen_teams_lines(browser, svc):
     page.click("#mapi-team-reset")
     wait_drawn(page, 3, graphs_id="mapi-graphs")
     assert {t for g in inspect(page)["graphs"] for t in g["teams"]} == {"", "team-a", "team-b"}
+    page.context.close()
+
+
+def test_a_teams_metrics_key_sees_only_its_team(browser, svc):
+    page = open_tab(browser, svc, [], key=B_METRICS)
+    state = inspect(page)
+    assert state["teams"] == ["team-b"]
+    assert [g["title"] for g in state["graphs"]] == [
+        p for p in PANELS if p != "Model API rate limited requests"
+    ]
+    for g in state["graphs"]:
+        assert set(g["teams"]) == {"team-b"}, g["title"]
+    volume = totals(state, "Model API inference volume")
+    assert volume == pytest.approx({("team-b", "2xx"): B_CALLS})  # 4xx and 5xx: 0 throughout, left out
     page.context.close()
