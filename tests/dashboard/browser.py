@@ -60,12 +60,13 @@ def new_context(browser: Browser, key: str | None) -> BrowserContext:
     return context
 
 
-def wait_drawn(page: Page, renders: int = 1, timeout_ms: float = 30_000) -> None:
-    """Until the page has finished its ``renders``-th complete render of the graphs."""
+def wait_drawn(page: Page, renders: int = 1, timeout_ms: float = 30_000, graphs_id: str = "graphs") -> None:
+    """Until the page has finished its ``renders``-th complete render of the graphs in ``#graphs_id``
+    (``graphs``: the Metrics tab's; ``mapi-graphs``: the Model APIs tab's)."""
     page.wait_for_function(
-        "n => { const g = document.getElementById('graphs');"
+        "([id, n]) => { const g = document.getElementById(id);"
         " return g.dataset.renderState === 'done' && Number(g.dataset.renders || 0) >= n; }",
-        arg=renders,
+        arg=[graphs_id, renders],
         timeout=timeout_ms,
     )
 

@@ -86,6 +86,17 @@ export function createClient(key) {
       const path = `${m(model)}/${part}/${encodeURIComponent(scope.id)}/startups/summary`;
       return get(path, { start_epoch_millis: start, end_epoch_millis: end });
     },
+    // the organization's Model APIs ({items: [{name, display_name, ...}], pagination}); one page of 1000
+    modelApis: () => get("/v1/model_apis", { limit: 1000 }),
+    // a Model API's SERIES answer, every label set led by team_id; teams: [] = every team the key sees
+    modelApiMetrics: (name, start, end, metrics, teams) =>
+      get(`/v1/model_apis/${encodeURIComponent(name)}/metrics`, {
+        mode: "SERIES",
+        start_epoch_millis: start,
+        end_epoch_millis: end,
+        metrics,
+        "team_ids[]": teams && teams.length ? teams : undefined,
+      }),
     gpuUsage: (start, end, groupBy, gpuTypes) =>
       get("/v1/organization/gpu_usage", {
         start_epoch_millis: start,

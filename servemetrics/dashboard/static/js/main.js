@@ -1,4 +1,5 @@
-// Start-up: sign-in with an API key (kept in localStorage), the two pages (#/metrics, #/gpu-usage) and
+// Start-up: sign-in with an API key (kept in localStorage), the three pages (#/metrics, #/model-apis,
+// #/gpu-usage) and
 // the error handling they share: a 401 anywhere signs out and shows the sign-in again with the API's
 // message; any other error shows the API's text where it happened.
 
@@ -6,11 +7,12 @@ import { AuthError, createClient } from "./api.js";
 import { createGpuPage } from "./gpu-page.js";
 import { readHash } from "./hash.js";
 import { createMetricsPage } from "./metrics-page.js";
+import { createModelApiPage } from "./model-api-page.js";
 import * as storage from "./storage.js";
 
 const $ = (id) => document.getElementById(id);
 let client = null;
-let started = { metrics: false, gpu: false };
+let started = {};
 
 function onError(err, showError) {
   if (err instanceof AuthError) {
@@ -22,6 +24,13 @@ function onError(err, showError) {
 
 const metrics = createMetricsPage({ getClient: () => client, onError });
 const gpu = createGpuPage({ getClient: () => client, onError });
+const modelApis = createModelApiPage({ getClient: () => client, onError });
+// page -> [its <main>, its nav link, its error box, its status line, the page]
+const PAGES = {
+  metrics: ["metrics-page", "nav-metrics", "error", "status", metrics],
+  "model-apis": ["mapi-page", "nav-mapi", "mapi-error", "mapi-status", modelApis],
+  gpu: ["gpu-page", "nav-gpu", "gpu-error", "gpu-status", gpu],
+};
 
 function showSignIn(message) {
   $("app").hidden = true;
@@ -37,34 +46,32 @@ function signOut(message) {
   storage.clearKey();
   client = null;
   metrics.stop();
-  started = { metrics: false, gpu: false };
+  modelApis.stop();
+  started = {};
   showSignIn(message);
 }
 
 function route() {
   if (!client) return;
   const { page, params } = readHash();
-  $("metrics-page").hidden = page !== "metrics";
-  $("gpu-page").hidden = page !== "gpu";
-  $("nav-metrics").setAttribute("aria-current", page === "metrics" ? "page" : "false");
-  $("nav-gpu").setAttribute("aria-current", page === "gpu" ? "page" : "false");
+  for (const [name, [main, nav]] of Object.entries(PAGES)) {
+    $(main).hidden = name !== page;
+    $(nav).setAttribute("aria-current", name === page ? "page" : "false");
+  }
+  const [, , errorBox, statusLine, current] = PAGES[page];
   const fail = (err) => onError(err, (text) => {
-    const box = $(page === "gpu" ? "gpu-error" : "error");
-    box.hidden = false;
-    box.textContent = `The API answered: ${text}`;
-    $(page === "gpu" ? "gpu-status" : "status").textContent = "";
+    $(errorBox).hidden = false;
+    $(errorBox).textContent = `The API answered: ${text}`;
+    $(statusLine).textContent = "";
   });
-  if (page === "gpu") {
-    metrics.stop();
-    if (!started.gpu) {
-      started.gpu = true;
-      gpu.init(params).catch(fail);
-    }
-  } else if (!started.metrics) {
-    started.metrics = true;
-    metrics.init(params).catch(fail);
-  } else {
-    metrics.resume();
+  // only the shown page refreshes itself
+  if (page !== "metrics") metrics.stop();
+  if (page !== "model-apis") modelApis.stop();
+  if (!started[page]) {
+    started[page] = true;
+    current.init(params).catch(fail);
+  } else if (current.resume) {
+    current.resume();
   }
 }
 
@@ -85,7 +92,7 @@ $("signin-form").addEventListener("submit", (e) => {
 $("signout").addEventListener("click", () => signOut(""));
 window.addEventListener("hashchange", route);
 
-window.smDashboard = { metrics, gpu };
+window.smDashboard = { metrics, gpu, modelApis };
 const saved = storage.getKey();
 if (saved) start(saved);
 else showSignIn("");

@@ -16,13 +16,12 @@ import { formatTime, stepLabel } from "./format.js";
 import { createGraph } from "./graphs.js";
 import { writeHash } from "./hash.js";
 import { buildPanels, byGroup, panelApplies, resolveLayout, toSaved } from "./panels.js";
-import { defaultCustom, windowOf } from "./range.js";
+import { createRangeControls } from "./range-controls.js";
 import { nonNullCount, panelData } from "./series.js";
 import { splitData, splitOptions } from "./split.js";
 import { createStartupCard } from "./startup-card.js";
 import * as storage from "./storage.js";
 
-const REFRESH_MS = 30_000;
 const $ = (id) => document.getElementById(id);
 
 export function createMetricsPage({ getClient, onError }) {
@@ -30,10 +29,6 @@ export function createMetricsPage({ getClient, onError }) {
     model: $("model"),
     scope: $("scope"),
     range: $("range"),
-    custom: $("custom-range"),
-    customStart: $("custom-start"),
-    customEnd: $("custom-end"),
-    autorefresh: $("autorefresh"),
     status: $("status"),
     error: $("error"),
     info: $("window-info"),
@@ -56,8 +51,6 @@ export function createMetricsPage({ getClient, onError }) {
     bounds: {},
     graphs: new Map(),
     seq: 0,
-    timer: null,
-    custom: defaultCustom(),
     showEvents: Boolean(prefs.showEvents),
     kinds: null,
     renders: 0,
@@ -65,6 +58,18 @@ export function createMetricsPage({ getClient, onError }) {
     splits: new Map(), // panel id -> its "Split by" choice (none: not in the map)
     splitAnswers: new Map(), // panel id -> the group_by answer of its metrics
   };
+  const range = createRangeControls(
+    {
+      range: el.range,
+      custom: $("custom-range"),
+      customStart: $("custom-start"),
+      customEnd: $("custom-end"),
+      apply: $("custom-apply"),
+      autorefresh: $("autorefresh"),
+      refresh: $("refresh"),
+    },
+    { load: () => load(), refresh: () => load({ quiet: true }) },
+  );
   const overlay = createOverlay($("tooltip"));
   const startupCard = createStartupCard($("startup-card"));
   const customize = createCustomize($("customize"), {
@@ -141,8 +146,7 @@ export function createMetricsPage({ getClient, onError }) {
     el.model.replaceChildren(
       ...models.models.map((m) => new Option(m.name && m.name !== m.id ? `${m.name} (${m.id})` : m.id, m.id)),
     );
-    if (params.range && [...el.range.options].some((o) => o.value === params.range)) el.range.value = params.range;
-    else if (prefs.range && prefs.range !== "custom") el.range.value = prefs.range;
+    range.restore(params.range);
     if (!models.models.length) {
       setStatus("Your organization has no models yet: add one (docs/management.md), then reload.");
       el.graphs.dataset.renderState = "empty";
@@ -203,13 +207,6 @@ export function createMetricsPage({ getClient, onError }) {
 
   // -- loading --------------------------------------------------------------------------------------
 
-  function scheduleRefresh(live) {
-    clearInterval(s.timer);
-    s.timer = null;
-    el.autorefresh.disabled = !live;
-    if (live && el.autorefresh.checked) s.timer = setInterval(() => load({ quiet: true }), REFRESH_MS);
-  }
-
   function eventsWanted() {
     return s.showEvents && s.kinds.size > 0;
   }
@@ -229,13 +226,13 @@ export function createMetricsPage({ getClient, onError }) {
   async function load({ quiet = false } = {}) {
     if (!s.scope) return;
     const seq = ++s.seq;
-    const win = windowOf(el.range.value, s.custom);
+    const win = range.window();
     if (win.error) {
       showError("");
       setStatus(win.error);
       return;
     }
-    scheduleRefresh(win.live);
+    range.schedule(win.live);
     syncHash();
     if (!quiet) {
       setStatus("Loading…");
@@ -407,23 +404,6 @@ export function createMetricsPage({ getClient, onError }) {
 
   el.model.addEventListener("change", () => selectModel(el.model.value).catch((e) => onError(e, showError)));
   el.scope.addEventListener("change", () => setScope());
-  el.range.addEventListener("change", () => {
-    el.custom.hidden = el.range.value !== "custom";
-    storage.setPrefs({ range: el.range.value });
-    if (el.range.value === "custom") {
-      el.customStart.value = s.custom.start;
-      el.customEnd.value = s.custom.end;
-      el.customStart.focus();
-      return;
-    }
-    load();
-  });
-  $("custom-apply").addEventListener("click", () => {
-    s.custom = { start: el.customStart.value, end: el.customEnd.value };
-    load();
-  });
-  el.autorefresh.addEventListener("change", () => scheduleRefresh(!el.autorefresh.disabled));
-  $("refresh").addEventListener("click", () => load());
   el.eventsButton.addEventListener("click", () => {
     const open = el.eventsPanel.hidden;
     el.eventsPanel.hidden = !open;
@@ -441,10 +421,7 @@ export function createMetricsPage({ getClient, onError }) {
 
   return {
     init,
-    stop: () => {
-      clearInterval(s.timer);
-      s.timer = null;
-    },
+    stop: () => range.stop(),
     resume: () => s.scope && load(),
     // for the browser tests: what each graph holds, in page order
     inspect: () =>

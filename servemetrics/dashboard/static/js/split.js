@@ -10,13 +10,17 @@
 
 import { panelData } from "./series.js";
 
+// The "Split by" choices of a model's graphs. `team` is not one of them: a Model API's answers are always
+// split by team (GET /v1/model_apis/{name}/metrics; the Model APIs tab draws them with splitData(…, "team")).
 export const SPLITS = { replica: "Replica", gpu: "GPU", deployment: "Deployment", status_code: "Status code" };
 export const SPLIT_LABELS = {
   replica: ["replica"],
   gpu: ["replica", "gpu"],
   deployment: ["deployment_id"],
   status_code: ["status_code"],
+  team: ["team_id"],
 };
+export const NO_TEAM = "no team"; // the part name of team_id "" (keys without a team)
 export const TOP_N = 5;
 
 const NAME_OF = {
@@ -24,6 +28,7 @@ const NAME_OF = {
   gpu: (ls) => `${ls.replica} GPU ${ls.gpu}`,
   deployment: (ls) => ls.deployment_id,
   status_code: (ls) => ls.status_code,
+  team: (ls) => ls.team_id || NO_TEAM,
 };
 
 // The splits `panel` offers, in SPLITS order.
