@@ -92,7 +92,8 @@ class ChatLoad:
         try:
             usage = self._send(self.clients[team], kind, prompt, max_tokens)
         except openai.APIStatusError as exc:
-            limited = exc.status_code == 429 and LIMITED in str(exc.message)
+            # the gateway's body is {"error": "<message>", "retry_after": s}: the client keeps its error
+            limited = exc.status_code == 429 and LIMITED in f"{exc.message} {exc.body}"
             self._count(team, f"{exc.status_code // 100}xx", limited)
             return
         except openai.APIError as exc:  # no answer: connection or timeout
