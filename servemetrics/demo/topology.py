@@ -37,7 +37,7 @@ TEAM_LIMITS: dict[str, dict[str, int]] = {
     "support": {"requests_per_minute": 12},
 }
 """Per team, its rate limits on ``MODEL_API``: research's are far above what it sends (1 call a second
-by default, about 15,000 tokens a minute), support's 12 calls a minute are a fifth of it, so support
+by default, about 12,000 tokens a minute), support's 12 calls a minute are a fifth of it, so support
 runs into its limit once its bucket of 12 is spent (about 15 s) and most of its calls get a 429."""
 TRAINER_NODES: tuple[tuple[str, str, str, str], ...] = (
     ("leader-0", "leader", "namespace_a", "pod_a"),
