@@ -44,10 +44,8 @@ def table(body: dict[str, Any], title: str) -> Table:
     out = Table(title=title, title_justify="left")
     out.add_column("team")
     for column in COLUMNS:
-        out.add_column(
-            column.replace("_", " ") + (" tokens" if column in ("input_cached", "output") else ""),
-            justify="right",
-        )
+        tokens = " tokens" if column.startswith(("input", "output")) else ""
+        out.add_column(column.replace("_", " ") + tokens, justify="right")
     for team, figures in sorted(per_team(body).items()):
         out.add_row(team or "(no team)", *(f"{figures[c]:g}" for c in COLUMNS))
     return out
