@@ -7,6 +7,10 @@
   plus ``max_tokens`` over ``MAX_MODEL_LEN`` tokens, is a 400 naming the problem; ``"fault": true``
   makes the model raise (a 500, an aborted request), which the demo's load generator uses to stand for
   model failures.
+- ``POST /v1/chat/completions`` and ``POST /v1/completions``: the same model and engine in the OpenAI
+  wire format (``demo.openai_format``), streamed as server-sent events with ``"stream": true`` (the
+  ``usage`` last with ``stream_options.include_usage``), else one JSON body with its ``usage``; a token is
+  a character. The demo's Model API ``demo-chat`` is served here.
 - ``GET /metrics``: ``prometheus_client`` with the process collector (CPU seconds, resident memory),
   ``demo_tokens_generated_total`` / ``demo_predictions_total{outcome}``, and the engine's metrics in
   vLLM (``--engine vllm``, ``demo.vllm_metrics``) or SGLang format (``--engine sglang``,
@@ -25,6 +29,7 @@ import itertools
 import json
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlparse
@@ -33,6 +38,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.process_collector import ProcessCollector
 
+from servemetrics.demo import openai_format as oa
 from servemetrics.demo.engine import MAX_MODEL_LEN, Engine, Request
 from servemetrics.demo.model import LARGE, SMALL, STOP, CharModel
 from servemetrics.demo.sglang_metrics import SglangMetrics
@@ -115,12 +121,18 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:  # noqa: N802
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-        if urlparse(self.path).path != "/predict":
-            self._reply(404, {"error": "no such route; use POST /predict"})
+        path = urlparse(self.path).path
+        if path not in ("/predict", oa.CHAT_PATH, oa.COMPLETIONS_PATH):
+            self._reply(
+                404, {"error": f"no such route; use POST /predict, {oa.CHAT_PATH} or {oa.COMPLETIONS_PATH}"}
+            )
             return
         model = State.model
         if model is None:
             self._reply(503, {"error": "the model is still loading"})
+            return
+        if path != "/predict":
+            self._openai(model, path == oa.CHAT_PATH, body)
             return
         try:
             req = parse_request(body)
@@ -161,22 +173,87 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("X-Replica", State.name)
         self.end_headers()
         token = ""
-        for token in itertools.chain([first], tokens) if first else ():
-            if request.generated:
-                time.sleep(State.token_s)
-            State.engine.token(request)
-            data = f"data: {json.dumps(token)}\n\n" if sse else token
-            chunk = data.encode()
-            self.wfile.write(f"{len(chunk):x}\r\n".encode() + chunk + b"\r\n")
-            self.wfile.flush()
-            TOKENS.inc()
-        self.wfile.write(b"0\r\n\r\n")
-        self.wfile.flush()
+        for token in _timed(itertools.chain([first], tokens) if first else iter(()), request):
+            self._chunk((f"data: {json.dumps(token)}\n\n" if sse else token).encode())
+        self._end_chunks()
         PREDICTIONS.labels("ok").inc()
         return "stop" if token == STOP else "length"
 
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.wfile.flush()
+
+    def _end_chunks(self) -> None:
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _openai(self, model: CharModel, chat: bool, body: bytes) -> None:
+        """``POST /v1/chat/completions`` (``chat``) or ``/v1/completions``: the model's tokens in the
+        OpenAI format (``demo.openai_format``), streamed as server-sent events with ``"stream": true``,
+        through the engine as ``/predict`` (so its metrics count these requests too)."""
+        try:
+            c = oa.parse_completion(body, chat)
+            prompt = model.tokenize(c.prompt)
+            if len(prompt) + c.max_tokens > MAX_MODEL_LEN:
+                raise oa.OpenAIBadRequest(
+                    f"the prompt ({len(prompt)} tokens, one per character) plus max_tokens "
+                    f"({c.max_tokens}) exceed the model's context of {MAX_MODEL_LEN} tokens"
+                )
+        except oa.OpenAIBadRequest as exc:
+            PREDICTIONS.labels("bad_input").inc()
+            self._reply(400, oa.error_body(str(exc), exc.param))
+            return
+        engine = State.engine
+        request = engine.arrive(prompt, c.max_tokens)
+        engine.schedule(request)
+        reason = "abort"
+        try:
+            tokens = _timed(model.generate(c.prompt, c.max_tokens, c.temperature), request)
+            if c.stream:
+                reason = self._openai_stream(c, tokens, request)
+            else:
+                text = "".join(tokens)
+                reason = "stop" if text.endswith(STOP) else "length"
+                use = oa.usage(len(prompt), request.cached, request.generated)
+                self._reply(200, oa.answer(c, text, reason, use))
+            PREDICTIONS.labels("ok").inc()
+        finally:
+            engine.finish(request, reason)
+
+    def _openai_stream(self, c: oa.Completion, tokens: Iterator[str], request: Request) -> str:
+        """Stream ``tokens`` as OpenAI chunks (then the finish, the usage when asked, ``[DONE]``);
+        the finish reason."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("X-Replica", State.name)
+        self.end_headers()
+        if c.chat:
+            self._chunk(oa.chunk(c, None))
+        token = ""
+        for token in tokens:
+            self._chunk(oa.chunk(c, token))
+        reason = "stop" if token == STOP else "length"
+        self._chunk(oa.chunk(c, None, reason))
+        if c.include_usage:
+            self._chunk(oa.usage_chunk(c, oa.usage(request.prompt_tokens, request.cached, request.generated)))
+        self._chunk(oa.DONE)
+        self._end_chunks()
+        return reason
+
     def log_message(self, *args: object) -> None:
         pass
+
+
+def _timed(tokens: Iterator[str], request: Request) -> Iterator[str]:
+    """``tokens`` one every ``State.token_s`` seconds at least (the first at once), each one told to
+    the engine (``Engine.token``) and counted, as it is yielded to be sent."""
+    for token in tokens:
+        if request.generated:
+            time.sleep(State.token_s)
+        State.engine.token(request)
+        TOKENS.inc()
+        yield token
 
 
 def make_engine(kind: str, registry: CollectorRegistry, model_name: str) -> Engine:

@@ -142,22 +142,30 @@ def table(body: dict[str, Any], title: str, last_steps: int = 4) -> Table:
     return out
 
 
-def agreement(counts: dict[str, int], webhooks: list[dict[str, Any]], summary: dict[str, Any]) -> str:
+def agreement(
+    counts: dict[str, int],
+    webhooks: list[dict[str, Any]],
+    summary: dict[str, Any],
+    model_api: dict[str, int] | None = None,
+) -> str:
     """One line comparing the requests the demo's client counted with the environment's SUMMARY of
     ``baseten_inference_requests_total``: sync answers by status class, plus each queued (async) request
-    whose webhook reported no error as a 2xx (the gateway counts its execution there)."""
+    whose webhook reported no error as a 2xx (the gateway counts its execution there), plus the Model
+    API calls the gateway sent on to the environment's replicas (``model_api``: by status class, the
+    teams' rate-limited 429s left out, as they never reach the deployment)."""
     delivered = sum(1 for hook in webhooks if not hook.get("errors"))
+    extra = model_api or {}
     client = {
-        "2xx": counts.get("2xx", 0) + delivered,
-        "4xx": counts.get("4xx", 0),
-        "5xx": counts.get("5xx", 0),
+        c: counts.get(c, 0) + extra.get(c, 0) + (delivered if c == "2xx" else 0)
+        for c in ("2xx", "4xx", "5xx")
     }
     got = values(summary)
     served = {c: got.get(("baseten_inference_requests_total", f"status={c}")) for c in client}
     same = all(served[c] is not None and round(served[c] or 0.0, 6) == n for c, n in client.items())
     shown = ", ".join(f"{c} {n}" for c, n in client.items())
     told = ", ".join(f"{c} {served[c]:g}" if served[c] is not None else f"{c} null" for c in client)
+    calls = f", Model API calls {sum(extra.values())}" if model_api is not None else ""
     return (
-        f"requests counted by the client: {shown} (async delivered {delivered}); "
+        f"requests counted by the client: {shown} (async delivered {delivered}{calls}); "
         f"SUMMARY: {told}: {'equal' if same else 'DIFFERENT'}"
     )

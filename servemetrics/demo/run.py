@@ -24,12 +24,15 @@ import httpx
 from rich.console import Console
 from rich.markup import escape
 
-from servemetrics.demo import loops_report, report
+from servemetrics.demo import loops_report, model_api_report, report
+from servemetrics.demo.chat_load import ChatLoad
 from servemetrics.demo.load import LoadGenerator, WebhookReceiver, has_async_route
 from servemetrics.demo.processes import Children, free_port, wait_http
 from servemetrics.demo.topology import (
     ENVIRONMENT,
     MODEL,
+    MODEL_API,
+    TEAM_LIMITS,
     TRAINER,
     Topology,
     make_topology,
@@ -41,6 +44,8 @@ from servemetrics.demo.trainer_load import TrainerLoad
 SCRAPE_S = 5.0
 TRAINER_RATE = 1.0
 """Training steps per second sent to the demo trainer."""
+CHAT_RATE = 1.0
+"""Model API calls per second each team sends to ``demo-chat``."""
 
 
 class Terminated(Exception):
@@ -94,7 +99,10 @@ class Demo:
         self.dir: Path = options.data_dir or self.tmp or Path(".")
         self.children = Children(self._mkdir(self.dir / "logs"))
         self.client = httpx.Client(headers={"Authorization": f"Api-Key {self.key}"}, timeout=30)
+        self.team_keys = {team: f"{self.key}-{team}" for team in TEAM_LIMITS}
+        """Each team's ``WORKSPACE_INVOKE`` key: the organization's key and ``-<team>``."""
         self.load: LoadGenerator | None = None
+        self.chat: ChatLoad | None = None
         self.trainer_load: TrainerLoad | None = None
         self.webhooks: WebhookReceiver | None = None
         self.load_t0 = time.monotonic()
@@ -132,7 +140,7 @@ class Demo:
 
     def _start(self) -> None:
         self.topo: Topology = make_topology(self.o.port, [free_port() for _ in range(6)])
-        cfg = service_config(self.topo, self.dir / "data", self.key, f"{SCRAPE_S:g}s")
+        cfg = service_config(self.topo, self.dir / "data", self.key, f"{SCRAPE_S:g}s", self.team_keys)
         config = write_config(self.dir / "servemetrics.yaml", cfg)
         self.console.print(f"starting in {self.dir} (logs in {self.dir / 'logs'}); training the models…")
         for r in self.topo.replicas:
@@ -173,6 +181,14 @@ class Demo:
             f"  loops    POST {b}/v1/loops/deployments/{TRAINER}/metrics (trainer {self.topo.trainer_url}, "
             f"nodes leader-0 and worker-1, {TRAINER_RATE:g} training step/s)"
         )
+        for team, key in self.team_keys.items():
+            limits = ", ".join(f"{v:g} {k.replace('_', ' ')}" for k, v in TEAM_LIMITS[team].items())
+            self.console.print(f"  team     {team}: key {key} ({limits} on {MODEL_API})")
+        self.console.print(
+            f"  chat     POST {b}/v1/chat/completions, POST {b}/v1/completions (model {MODEL_API!r}; "
+            f"the openai client, {CHAT_RATE:g} call/s per team)"
+        )
+        self.console.print(f"  model API metrics {b}/v1/model_apis/{MODEL_API}/metrics")
         asyncs = f"on, webhooks to {self.webhooks.url}" if self.webhooks else "off (no async_predict route)"
         self.console.print(f"  load     Poisson {self.o.rate:g}/s; async requests {asyncs}\n")
 
@@ -186,6 +202,8 @@ class Demo:
             self.webhooks.url if self.webhooks else None,
         )
         self.load.start()
+        self.chat = ChatLoad(self.topo.base, self.team_keys, MODEL_API, CHAT_RATE)
+        self.chat.start()
         self.trainer_load = TrainerLoad(f"{self.topo.trainer_url}/v1/train_step", TRAINER_RATE)
         self.trainer_load.start()
         t0 = self.load_t0 = time.monotonic()
@@ -213,6 +231,8 @@ class Demo:
         if self.load is None:
             return
         self.load.stop()
+        if self.chat is not None:
+            self.chat.stop()
         if self.trainer_load is not None:
             self.trainer_load.stop()
         self._await_webhooks(webhooks_s)
@@ -266,7 +286,12 @@ class Demo:
         counts = dict(sorted(self.load.counts.items())) if self.load else {}
         hooks = f", webhooks received {len(self.webhooks.received)}" if self.webhooks else ""
         steps = dict(sorted(self.trainer_load.counts.items())) if self.trainer_load else {}
-        self.console.print(f"[{elapsed:5.0f} s] client outcomes {counts}{hooks}; trainer steps {steps}")
+        chat = self.chat.snapshot()[0] if self.chat else {}
+        calls = "; ".join(f"{t} {dict(sorted(c.items()))}" for t, c in chat.items())
+        self.console.print(
+            f"[{elapsed:5.0f} s] client outcomes {counts}{hooks}; trainer steps {steps}; "
+            f"{MODEL_API} calls {calls}"
+        )
 
     def _tables(self, when: str) -> None:
         now = int(time.time() * 1000)
@@ -283,17 +308,46 @@ class Demo:
         self.console.print(f"\n[bold]Tables {when}[/bold] (GET {url})")
         self.console.print(report.table(current, "CURRENT (default metrics)"))
         self.console.print(report.table(summary, "SUMMARY since the load started"))
-        if self.load is not None and when != "after the first scrapes":
+        final = when != "after the first scrapes"
+        if self.load is not None and final:
             hooks = self.webhooks.received if self.webhooks else []
-            self.console.print(report.agreement(dict(self.load.counts), hooks, summary), soft_wrap=True)
+            line = report.agreement(dict(self.load.counts), hooks, summary, self._forwarded_calls())
+            self.console.print(line, soft_wrap=True)
         self.console.print(report.table(series, f"SERIES, last steps of {series.get('step_seconds')} s"))
         self._engine_tables(start, now)
+        self._model_api_table(start, now, final)
         try:
             loops = loops_report.query(self.client, self.topo.base, TRAINER, start, now)
         except httpx.HTTPError as exc:
             self.console.print(f"[red]Loops metrics call failed:[/red] {exc}")
             return
         self.console.print(loops_report.table(loops))
+
+    def _forwarded_calls(self) -> dict[str, int] | None:
+        """The Model API calls the gateway sent to the environment's replicas, by status class (every
+        answer but the teams' rate-limited 429s), as the client counted them."""
+        if self.chat is None:
+            return None
+        out = {"2xx": 0, "4xx": 0, "5xx": 0}
+        for counts in self.chat.snapshot()[0].values():
+            for c in out:
+                out[c] += counts.get(c, 0) - (counts.get("rate limited", 0) if c == "4xx" else 0)
+        return out
+
+    def _model_api_table(self, start: int, now: int, final: bool) -> None:
+        """The Model API's SUMMARY per team since the load started; at the end, each team's figures
+        against what the client counted."""
+        try:
+            body = model_api_report.query(self.client, self.topo.base, MODEL_API, start, now)
+        except httpx.HTTPError as exc:
+            self.console.print(f"[red]Model API metrics of {MODEL_API} failed:[/red] {exc}")
+            return
+        title = f"MODEL API {MODEL_API} SUMMARY since the load started, per team"
+        self.console.print(model_api_report.table(body, title))
+        if final and self.chat is not None:
+            counts, tokens = self.chat.snapshot()
+            for line in model_api_report.agreement(counts, tokens, body):
+                self.console.print(line, soft_wrap=True)
 
     def _engine_tables(self, start: int, now: int) -> None:
         """Per deployment, a SUMMARY since the load started of the engine metrics its replicas expose."""
@@ -312,6 +366,8 @@ class Demo:
         try:
             if self.load is not None:
                 self.load.stop()
+            if self.chat is not None:
+                self.chat.stop()
             if self.trainer_load is not None:
                 self.trainer_load.stop()
             if self.webhooks is not None:

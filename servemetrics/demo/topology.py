@@ -11,6 +11,10 @@ The trainer (Loops) deployment ``demo-trainer`` (sampler: ``demo-model`` / ``d1`
 (``demo/trainer.py``): the leader's request metrics at ``/metrics``, each node's replayed DCGM, kubelet
 and Summary API under ``/nodes/<node>/``. Each node's kubelet series are its pod's (``pod_a``, ``pod_b``
 of the kubelet fixture).
+
+The Model API ``demo-chat`` is served by ``production`` (so it follows the promotion) and called by two
+teams of the organization, ``research`` and ``support``, each with its own ``WORKSPACE_INVOKE`` key
+and its own limits (``TEAM_LIMITS``).
 """
 
 from __future__ import annotations
@@ -26,6 +30,15 @@ MODEL = "demo-model"
 ENVIRONMENT = "production"
 ORGANIZATION = "demo"
 TRAINER = "demo-trainer"
+MODEL_API = "demo-chat"
+"""The demo's Model API: served by ``production`` of ``demo-model`` (its replicas' OpenAI routes)."""
+TEAM_LIMITS: dict[str, dict[str, int]] = {
+    "research": {"requests_per_minute": 300, "tokens_per_minute": 100_000},
+    "support": {"requests_per_minute": 12},
+}
+"""Per team, its rate limits on ``MODEL_API``: research's are far above what it sends (1 call a second
+by default, about 12,000 tokens a minute), support's 12 calls a minute are a fifth of it, so support
+runs into its limit once its bucket of 12 is spent (about 15 s) and most of its calls get a 429."""
 TRAINER_NODES: tuple[tuple[str, str, str, str], ...] = (
     ("leader-0", "leader", "namespace_a", "pod_a"),
     ("worker-1", "worker", "namespace_b", "pod_b"),
@@ -131,10 +144,15 @@ def make_topology(port: int, ports: list[int]) -> Topology:
 
 
 def service_config(
-    topo: Topology, data_dir: Path, api_key: str, scrape_interval: str = "5s"
+    topo: Topology,
+    data_dir: Path,
+    api_key: str,
+    scrape_interval: str = "5s",
+    team_keys: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """The ``servemetrics serve`` config of the demo (production promoted to d1 now; webhooks may reach
-    127.0.0.1, where the demo's receiver listens)."""
+    127.0.0.1, where the demo's receiver listens); with ``team_keys`` (team id -> key, the teams of
+    ``TEAM_LIMITS``) also the teams, their keys and the Model API ``demo-chat``."""
     now = datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
     sizes = {
         "d1": "small model, 10 ms/token, vLLM metrics",
@@ -145,9 +163,7 @@ def service_config(
         "data_dir": str(data_dir),
         "scrape_interval": scrape_interval,
         "scrape_timeout": "2s",
-        "organizations": [
-            {"name": ORGANIZATION, "api_keys": [{"key": api_key, "type": "WORKSPACE_MANAGE_ALL"}]}
-        ],
+        "organizations": [_organization(api_key, team_keys or {})],
         "models": [
             {
                 "id": MODEL,
@@ -170,9 +186,35 @@ def service_config(
             }
         ],
         **({"loops": topo.loops_config()} if topo.trainer_port else {}),
+        **({"model_apis": [_model_api()]} if team_keys else {}),
         # the demo's webhook receiver (demo/load.py) listens on loopback, which webhooks may not reach
         # unless the operator allows it; the replicas are declared above, so they are trusted
         "network": {"webhooks_allow": ["127.0.0.1"]},
+    }
+
+
+def _organization(api_key: str, team_keys: dict[str, str]) -> dict[str, Any]:
+    keys = [{"key": api_key, "type": "WORKSPACE_MANAGE_ALL"}]
+    keys += [
+        {"key": key, "type": "WORKSPACE_INVOKE", "team": team, "name": f"{team} team"}
+        for team, key in team_keys.items()
+    ]
+    org: dict[str, Any] = {"name": ORGANIZATION, "api_keys": keys}
+    if team_keys:
+        org["teams"] = [{"id": team, "name": team.capitalize()} for team in team_keys]
+    return org
+
+
+def _model_api() -> dict[str, Any]:
+    return {
+        "name": MODEL_API,
+        "organization": ORGANIZATION,
+        "model": MODEL,
+        "environment": ENVIRONMENT,
+        "display_name": "demo chat (character-level LM)",
+        "description": "The demo's language model through its replicas' OpenAI routes",
+        "context_length": 32768,
+        "team_limits": TEAM_LIMITS,
     }
 
 

@@ -10,12 +10,18 @@ the run: decode tokens/s (at most 1 / the replica's per-token delay), TTFT, inte
 KV-cache usage, running and waiting, and the prefix cache has hits (the load repeats prompts); so are
 the ``baseten_llm_*`` metrics adapted from them, whose decode tokens/s is the engine's own. The
 trainer (Loops) endpoint answers with data for both nodes and their two GPU ranks, and requests with
-latencies. Then the demo must exit 0 on its own and leave none of its children running.
+latencies. The Model API ``demo-chat`` (issue 17 part 6), called by teams ``research`` and ``support``
+with the ``openai`` client: its series move per team (answers, tokens of each type, TTFT, decode
+tokens/s), support's rate-limited counter rises in the SERIES and research's stays 0; at the end the
+demo's printed figures per team, the client's against the service's SUMMARY, are equal: the rate-limited
+counter is the 429s the client saw, the tokens the client's ``usage`` sums. Then the demo must exit 0 on
+its own and leave none of its children running.
 """
 
 from __future__ import annotations
 
 import math
+import re
 import time
 from pathlib import Path
 
@@ -73,6 +79,14 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def _targets(base: str) -> int:
+    """The targets the service scrapes (its own ``servemetrics_scrape_duration_seconds`` series)."""
+    text = httpx.get(f"{base}/service/metrics", timeout=10).text
+    return sum(
+        1 for line in text.splitlines() if line.startswith("servemetrics_scrape_duration_seconds_count")
+    )
 
 
 def _nulls(body: dict) -> list[str]:
@@ -154,6 +168,57 @@ def _check_llm(client: httpx.Client, url: str, window: dict[str, int], engine_sp
     assert math.isclose(got["baseten_llm_decode_tokens_per_second"][0], engine_speed, rel_tol=1e-9), url
 
 
+MAPI = "baseten_model_api_"
+
+
+def _check_model_api(client: httpx.Client, base: str, window: dict[str, int]) -> None:
+    """demo-chat's series per team over the run: answers, tokens of each type, TTFT and decode tokens/s
+    for both teams; rate limited: support's only, and its SERIES moves."""
+    url = f"{base}/v1/model_apis/demo-chat/metrics"
+    names = ["inference_requests_total", "rate_limited_requests_total", "tokens_total"]
+    names += ["time_to_first_token_seconds", "decode_tokens_per_second"]
+    resp = client.get(url, params={"mode": "SUMMARY", "metrics": [MAPI + n for n in names], **window})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    schema_validator("GetModelMetricsResponseV1").validate(body)
+    got = {
+        (
+            d["name"].removeprefix(MAPI),
+            labels["team_id"],
+            labels.get("status")
+            or labels.get("token_type")
+            or str(labels.get("quantile") or labels.get("stat") or ""),
+        ): v
+        for d, row in zip(body["metric_descriptors"], body["metric_values"][-1]["values"], strict=True)
+        for labels, v in zip(d["label_sets"], row, strict=True)
+    }
+    for team in ("research", "support"):
+        assert got[("inference_requests_total", team, "2xx")] > 0, team
+        for kind in ("input_cached", "input_uncached", "output"):  # repeated prompts: cached tokens
+            assert got[("tokens_total", team, kind)] > 0, (team, kind)
+        assert got[("time_to_first_token_seconds", team, "avg")] > 0, team
+        assert 0 < got[("decode_tokens_per_second", team, "avg")] <= 100.0, team  # 10 ms a token at best
+    assert got[("rate_limited_requests_total", "support", "")] > 0
+    assert got.get(("rate_limited_requests_total", "research", ""), 0) == 0
+    assert got[("inference_requests_total", "research", "4xx")] == 0
+    params = {"mode": "SERIES", "metrics": MAPI + "rate_limited_requests_total", "team_ids[]": "support"}
+    series = client.get(url, params={**params, **window}).json()
+    steps = [v["values"][0][0] for v in series["metric_values"]]
+    assert any(s and s > 0 for s in steps), steps  # the rate-limited graph moves
+
+
+def _model_api_lines(out: str) -> dict[str, tuple[dict[str, float], dict[str, float]]]:
+    """team -> (the client's figures, the SUMMARY's) of the demo's final Model API lines (each "equal")."""
+    pattern = re.compile(r"^model API calls counted by the client, team (\w+): (.*); SUMMARY: (.*): equal$")
+
+    def figures(text: str) -> dict[str, float]:
+        return {k: float(v) for k, v in (f.rsplit(" ", 1) for f in text.split(", "))}
+
+    found = [pattern.match(line) for line in out.splitlines() if line.startswith("model API calls")]
+    assert found and all(found), out
+    return {m[1]: (figures(m[2]), figures(m[3])) for m in found if m}
+
+
 def _check_promotion_events(client: httpx.Client, base: str, promo_ms: int) -> None:
     """The rolling promotion of d2 recorded its start, both steps and its end (issue 15), in order."""
     params = {"kinds": "PROMOTED,PROMOTION_CONTROL", "start_epoch_millis": promo_ms}
@@ -206,6 +271,10 @@ def test_demo_feeds_every_metric_promotes_and_exits_cleanly(tmp_path):
         seen |= _children(proc.pid)
         assert proc.poll() is None
         now = int(time.time() * 1000)
+        # every scrape started before the window's end is stored before the checks read it: two
+        # scrapes per target after it (a scrape written between two reads of one window made the
+        # engine's and the LLM layer's decode tokens/s of the same histogram differ: 82.214 vs 82.181)
+        wait_for_scrapes(base, 2 * _targets(base))
         assert client.get(env).json()["in_progress_promotion"] is None  # reached 100 %
         assert client.get(env).json()["current_deployment"]["id"] == "d2"
         _check_promotion_events(client, base, promo_ms)
@@ -224,6 +293,7 @@ def test_demo_feeds_every_metric_promotes_and_exits_cleanly(tmp_path):
         assert promo_ms in starts and starts[0] == started_ms
         _check_loops(client, base, window)
         _check_engines(client, base, window)
+        _check_model_api(client, base, window)
 
         assert proc.wait(timeout=DURATION_S) == 0
     finally:
@@ -239,5 +309,15 @@ def test_demo_feeds_every_metric_promotes_and_exits_cleanly(tmp_path):
     # class, each delivered async request as a 2xx) equal the environment's SUMMARY, exactly
     [line] = [x for x in out.splitlines() if x.startswith("requests counted by the client:")]
     assert line.endswith(": equal"), line
+    # issue 17 part 6: per team, the client's counts and usage sums equal the service's SUMMARY
+    teams = _model_api_lines(out)
+    assert sorted(teams) == ["research", "support"]
+    for team, (mine, served) in teams.items():
+        assert mine == served, team
+        assert mine["2xx"] > 0 and mine["output"] > 0 and mine["input_uncached"] > 0, team
+        assert mine["5xx"] == 0, team
+    support, research = teams["support"][0], teams["research"][0]
+    assert support["rate limited"] > 0 and support["4xx"] == support["rate limited"]  # every 429 counted
+    assert research["rate limited"] == 0 and research["4xx"] == 0
     assert len(seen) >= 7  # four replicas, the DCGM replay, the trainer, the service
     assert [pid for pid in seen if _alive(pid)] == []
