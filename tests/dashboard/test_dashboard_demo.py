@@ -23,6 +23,9 @@ import pytest
 from playwright.sync_api import Browser, Page
 
 from tests.dashboard.browser import graphs, launch, new_context, screenshot, wait_drawn
+from tests.dashboard.test_dashboard_model_apis import PANELS as MAPI_PANELS
+from tests.dashboard.test_dashboard_model_apis import inspect as mapi_inspect
+from tests.dashboard.test_dashboard_model_apis import totals as mapi_totals
 from tests.processes import free_port, start, wait_for_scrapes, wait_http, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -265,6 +268,60 @@ def test_promoted_marker_on_every_graph_names_both_deployments(browser, demo):
     page.wait_for_selector("#gpu-graph[data-render-state=done]")
     assert page.evaluate("window.smDashboard.gpu.inspect().groups") == ["RTX4000ADA"]
     screenshot(page, "gpu-usage-demo.png")
+    page.context.close()
+
+
+def _support_limited(demo: Demo) -> float:
+    """Team support's rate-limited calls stored so far (the API's SUMMARY over the last hour)."""
+    now = int(time.time() * 1000)
+    body = demo.client.get(
+        f"{demo.base}/v1/model_apis/demo-chat/metrics",
+        params={
+            "mode": "SUMMARY",
+            "start_epoch_millis": now - 3_600_000,
+            "end_epoch_millis": now,
+            "metrics": ["baseten_model_api_rate_limited_requests_total"],
+            "team_ids[]": "support",
+        },
+    ).json()
+    return sum(v or 0 for vs in body.get("metric_values", []) for row in vs["values"] for v in row)
+
+
+def test_the_model_apis_tab_draws_the_demos_two_teams(browser, demo):
+    """Issue 17 part 5 with the demo's data: ``demo-chat`` listed, every graph of the tab draws data, the
+    two teams' lines, support's rate-limited line (12 calls a minute for 1 a second) and none for
+    research, and the drawn token totals equal the API's SERIES for the page's own window."""
+    wait_until(lambda: _support_limited(demo) > 0, "support's first rate-limited call stored", 120)
+    page = open_page(browser, demo, "/#/model-apis?api=demo-chat&range=15m")
+    wait_drawn(page, graphs_id="mapi-graphs")
+    assert page.eval_on_selector_all("#mapi-name option", "os => os.map(o => o.value)") == ["demo-chat"]
+    state = mapi_inspect(page)
+    assert state["teams"] == ["research", "support"]
+    assert [g["title"] for g in state["graphs"]] == MAPI_PANELS
+    for g in state["graphs"]:
+        assert any(v for ys in g["ys"] for v in ys if v is not None), g["title"]
+    limited = {
+        team: total for (team, _), total in mapi_totals(state, "Model API rate limited requests").items()
+    }
+    assert limited.get("support", 0) > 0 and limited.get("research", 0) == 0, limited
+    body = demo.client.get(
+        f"{demo.base}/v1/model_apis/demo-chat/metrics",
+        params={
+            "mode": "SERIES",
+            "start_epoch_millis": state["start"],
+            "end_epoch_millis": state["end"],
+            "metrics": ["baseten_model_api_tokens_total"],
+        },
+    ).json()
+    [d] = body["metric_descriptors"]
+    want = {
+        (labels["team_id"], labels["token_type"]): sum(
+            vs["values"][0][i] or 0 for vs in body["metric_values"]
+        )
+        for i, labels in enumerate(d["label_sets"])
+    }
+    drawn = mapi_totals(state, "Model API total tokens")
+    assert {k: v for k, v in want.items() if v} == pytest.approx({k: v for k, v in drawn.items() if v})
     page.context.close()
 
 
