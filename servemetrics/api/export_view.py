@@ -17,6 +17,7 @@ from prometheus_client.registry import Collector
 
 from servemetrics.api.export_snapshot import ExportedFamily, ExportedSeries, Snapshot
 from servemetrics.catalog import Kind
+from servemetrics.catalog.model_apis import PREFIX as MODEL_API_PREFIX
 
 REFRESH_MS = 30_000
 """A snapshot younger than this (ms) is served again (platform-facts §2: updated every 30 s)."""
@@ -74,15 +75,20 @@ def _family(family: ExportedFamily, series: list[ExportedSeries]) -> Metric:
 
 
 class ExportCollector(Collector):
-    """The families of ``snapshot`` restricted to ``model_ids`` (None: every model of the snapshot)."""
+    """The families of ``snapshot`` restricted to ``model_ids`` (None: every model of the snapshot) and,
+    given a ``team`` (``registry.team_bound``), without the Model API families: the export sums them
+    over every team, and a team's key reads its own through ``GET /v1/model_apis/{name}/metrics``."""
 
-    def __init__(self, snapshot: Snapshot, model_ids: frozenset[str] | None) -> None:
-        self._snapshot, self._model_ids = snapshot, model_ids
+    def __init__(self, snapshot: Snapshot, model_ids: frozenset[str] | None, team: str | None = None) -> None:
+        self._snapshot, self._model_ids, self._team = snapshot, model_ids, team
 
     def collect(self) -> Iterator[Metric]:
         """One family per catalog metric with series in scope (none: the family is left out)."""
+        team = self._team
         for family in self._snapshot.families:
             wanted = self._model_ids
+            if team is not None and family.metric.name.startswith(MODEL_API_PREFIX):
+                continue
             series = [s for s in family.series if wanted is None or s.model_id in wanted]
             if series:
                 yield _family(family, series)

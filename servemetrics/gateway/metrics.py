@@ -191,22 +191,30 @@ class GatewayMetrics:
         """The Prometheus text format of every gateway series."""
         return generate_latest(self.registry)
 
-    def exposition_of(self, model_ids: frozenset[str]) -> bytes:
-        """The Prometheus text format of the gateway series whose ``model_id`` is in ``model_ids``."""
+    def exposition_of(self, model_ids: frozenset[str], team: str | None = None) -> bytes:
+        """The Prometheus text format of the gateway series whose ``model_id`` is in ``model_ids`` (and,
+        for a ``team``'s key, none of another team's: ``registry.team_bound``)."""
         view = CollectorRegistry(auto_describe=False)
-        view.register(_OnlyModels(self.registry, model_ids))
+        view.register(_OnlyModels(self.registry, model_ids, team))
         return generate_latest(view)
 
 
 class _OnlyModels(Collector):
-    """The families of ``registry`` with only the samples of ``model_ids`` (families left empty too)."""
+    """The families of ``registry`` with only the samples of ``model_ids`` and, given a ``team``, no
+    sample of another team's (a ``team_id`` label; families left empty too)."""
 
-    def __init__(self, registry: CollectorRegistry, model_ids: frozenset[str]) -> None:
-        self._registry, self._model_ids = registry, model_ids
+    def __init__(self, registry: CollectorRegistry, model_ids: frozenset[str], team: str | None) -> None:
+        self._registry, self._model_ids, self._team = registry, model_ids, team
 
     def collect(self) -> Iterator[Metric]:
+        team = self._team
         for family in self._registry.collect():
-            family.samples = [s for s in family.samples if s.labels.get("model_id") in self._model_ids]
+            family.samples = [
+                s
+                for s in family.samples
+                if s.labels.get("model_id") in self._model_ids
+                and (team is None or s.labels.get("team_id", team) == team)
+            ]
             yield family
 
 

@@ -107,42 +107,20 @@ class StreamMeter:
                 self._too_long = True
             return
         self._buffer += chunk
+        new = 0
         while True:
             end, size = _event_end(self._buffer)
             if end < 0:
                 break
             event, self._buffer = self._buffer[:end], self._buffer[end + size :]
-            self._event(event, at_s)
+            new += self._event(event)
         if len(self._buffer) > MAX_EVENT_BYTES:
             self._buffer = b""  # an endless event: skipped
+        self._tokens_at(new, at_s)
 
-    def _event(self, event: bytes, at_s: float) -> None:
-        data = b"\n".join(
-            line[5:].lstrip(b" ")
-            for line in event.replace(b"\r\n", b"\n").split(b"\n")
-            if line.startswith(b"data:")
-        )
-        if not data or data.strip() == b"[DONE]":
-            return
-        try:
-            obj = json.loads(data)
-        except ValueError:
-            return
-        if isinstance(obj, dict):
-            self._chunk(obj, at_s)
-
-    def _chunk(self, obj: dict[str, Any], at_s: float) -> None:
-        usage = usage_of(obj.get("usage"))
-        choices = [c for c in obj.get("choices") or () if isinstance(c, dict)]
-        new = 0
-        if any(_has_output(c) for c in choices):
-            if usage is not None and usage.output > self._running:
-                new = usage.output - self._running
-            else:
-                new = sum(_logprob_tokens(c) for c in choices) or 1
-        if usage is not None:
-            self.usage = usage
-            self._running = max(self._running, usage.output)
+    def _tokens_at(self, new: int, at_s: float) -> None:
+        """``new`` output tokens reached the client ``at_s`` s after arrival, in one chunk (the events of
+        one read are one chunk: their tokens arrived together, no time apart)."""
         if not new:
             return
         self.counted += new
@@ -152,12 +130,47 @@ class StreamMeter:
             self.tpot_s.append((at_s - self._last_token_s) / new)
         self._last_token_s = at_s
 
+    def _event(self, event: bytes) -> int:
+        """Read one SSE event; the new output tokens it carries."""
+        data = b"\n".join(
+            line[5:].lstrip(b" ")
+            for line in event.replace(b"\r\n", b"\n").split(b"\n")
+            if line.startswith(b"data:")
+        )
+        if not data or data.strip() == b"[DONE]":
+            return 0
+        try:
+            obj = json.loads(data)
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's recursion limit
+            return 0
+        return self._chunk(obj) if isinstance(obj, dict) else 0
+
+    def _chunk(self, obj: dict[str, Any]) -> int:
+        """The new output tokens of one stream chunk: by its running ``usage`` when it carries one (what
+        it adds to the last), else its logprobs' tokens or 1 per chunk with content."""
+        usage = usage_of(obj.get("usage"))
+        raw = obj.get("choices")
+        choices = [c for c in raw if isinstance(c, dict)] if isinstance(raw, list) else []
+        new = 0
+        if any(_has_output(c) for c in choices):
+            if usage is not None:
+                new = max(0, usage.output - self._running)
+            else:
+                new = sum(_logprob_tokens(c) for c in choices) or 1
+        if usage is not None:
+            self.usage = usage
+            self._running = max(self._running, usage.output)
+        return new
+
     def result(self) -> Usage:
         """The answer's tokens: its ``usage`` when it carried one, else (a stream) the counted output."""
+        if self.stream and self._buffer.strip():  # a last event the stream ended without a blank line after
+            event, self._buffer = self._buffer, b""
+            self.counted += self._event(event)  # its tokens count; its time is unknown (no TPOT)
         if not self.stream and not self._too_long:
             try:
                 body = json.loads(self._buffer)
-            except ValueError:
+            except (ValueError, RecursionError):
                 body = None
             found = usage_of(body.get("usage")) if isinstance(body, dict) else None
             return found or Usage()

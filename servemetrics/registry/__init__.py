@@ -6,7 +6,14 @@ and ``.trainers``. See docs/registry.md and docs/loops.md."""
 from servemetrics.registry.deployments import Deployments
 from servemetrics.registry.environments import Environments
 from servemetrics.registry.events import Events
-from servemetrics.registry.keys import KeyInfo, can_invoke, can_manage, can_manage_keys, can_read_metrics
+from servemetrics.registry.keys import (
+    KeyInfo,
+    can_invoke,
+    can_manage,
+    can_manage_keys,
+    can_read_metrics,
+    team_bound,
+)
 from servemetrics.registry.records import (
     AutoscalingSettings,
     Conflict,
@@ -59,6 +66,7 @@ __all__ = [
     "can_invoke",
     "can_manage",
     "can_manage_keys",
+    "team_bound",
     "can_read_metrics",
     "create_registry_engine",
 ]

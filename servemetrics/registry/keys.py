@@ -110,6 +110,13 @@ def can_manage(key: KeyInfo) -> bool:
     return key.type in _FULL_ACCESS
 
 
+def team_bound(key: KeyInfo) -> str | None:
+    """The team whose Model API series alone ``key`` reads (docs/model-apis.md "Who sees what"): its
+    ``team_id``, unless it may manage (``WORKSPACE_MANAGE_ALL``, ``PERSONAL``: the organization) or has
+    no team (None: every team)."""
+    return None if can_manage(key) else key.team_id
+
+
 def can_invoke(key: KeyInfo, model_id: str) -> bool:
     """May ``key`` call ``model_id`` for inference?"""
     if key.type in _FULL_ACCESS:

@@ -197,3 +197,27 @@ def test_errors_say_what_to_fix(
 def test_current_mode_takes_no_window(client: TestClient) -> None:
     resp = client.get("/v1/model_apis/chat/metrics?mode=CURRENT&start_epoch_millis=1", headers=auth("admin"))
     assert resp.status_code == 400
+
+
+def test_a_team_key_reads_no_other_teams_series_through_the_model_routes_or_the_exports(
+    client: TestClient,
+) -> None:
+    """The model routes answer every team's Model API series and the team split, so a team's key gets a
+    403 naming the Model API route there; the export sums them over every team, so a team's key gets
+    none (the review of issue 17 found both open)."""
+    window = {"mode": "SUMMARY", "start_epoch_millis": T0, "end_epoch_millis": END}
+    for path in ("environments/production", "deployments/d1"):
+        url = f"/v1/models/m1/{path}/metrics"
+        for more in ({"metrics": P + "tokens_total"}, {"group_by": "team", "metrics": P + "tokens_total"}):
+            resp = client.get(url, params={**window, **more}, headers=auth("b-metrics"))
+            assert resp.status_code == 403, resp.text
+            assert "GET /v1/model_apis/{name}/metrics" in resp.json()["error"]
+        resp = client.get(
+            url, params={**window, "group_by": "team", "metrics": P + "tokens_total"}, headers=auth("admin")
+        )
+        assert resp.status_code == 200, resp.text
+    export = client.get("/metrics", headers=auth("b-metrics"))
+    assert export.status_code == 200, export.text
+    everyone = client.get("/metrics", headers=auth("export")).text  # a key without a team: all of them
+    assert "# TYPE baseten_model_api_tokens_total counter" in everyone
+    assert "baseten_model_api_" not in export.text  # summed over every team there: left out

@@ -56,14 +56,15 @@ def test_logprobs_count_the_tokens_of_a_chunk_when_no_usage_runs() -> None:
 
 
 def test_without_usage_every_content_chunk_is_one_token_and_events_may_split() -> None:
-    """Completions' ``text`` chunks, events cut across network reads and two in one read (one time)."""
+    """Completions' ``text`` chunks, events cut across network reads and two in one read: one chunk, one
+    observation of the time since the previous chunk over its 2 tokens (not a second of 0 s)."""
     stream = b"".join(_event({"choices": [{"text": t}]}) for t in ("x", "y", "z")) + b"data: [DONE]\n\n"
     meter = StreamMeter(stream=True)
     meter.feed(stream[:10], 1.0)
     meter.feed(stream[10:40], 2.0)  # completes the first event
     meter.feed(stream[40:], 3.0)  # the other two, arriving together
     assert meter.first_token_s == 2.0
-    assert meter.tpot_s == [1.0, 0.0]
+    assert meter.tpot_s == [0.5]  # (3.0 - 2.0) / 2
     assert meter.result() == Usage(output=3)
 
 
@@ -93,3 +94,19 @@ def test_a_non_streamed_answer_is_read_for_its_usage_at_the_end() -> None:
 )
 def test_usage_objects(obj: Any, expected: Usage | None) -> None:
     assert usage_of(obj) == expected
+
+
+def test_a_malformed_or_deeply_nested_event_is_skipped_and_a_last_event_without_its_blank_line_counts() -> (
+    None
+):
+    """Events the meter cannot read never break the relay (``choices`` not a list, JSON nested past
+    Python's recursion limit); a usage event the stream ends on without a blank line still gives the
+    answer's usage; a running usage that does not rise adds no token."""
+    meter = StreamMeter(stream=True)
+    meter.feed(b'data: {"choices": 5}\n\n', 0.1)
+    meter.feed(b"data: " + b"[" * 100_000 + b"\n\n", 0.2)
+    meter.feed(_event({"choices": [{"delta": {"content": "ab"}}], "usage": _usage(3, 2)}), 0.3)
+    meter.feed(_event({"choices": [{"delta": {"content": "c"}}], "usage": _usage(3, 2)}), 0.4)
+    meter.feed(b'data: {"choices": [], "usage": ' + json.dumps(_usage(3, 5)).encode() + b"}", 0.5)
+    assert (meter.first_token_s, meter.counted, meter.tpot_s) == (0.3, 2, [])
+    assert meter.result() == Usage(input_uncached=3, output=5)

@@ -20,6 +20,7 @@ from servemetrics.api.deps import Auth, ServiceDep, require_org_metrics_read
 from servemetrics.api.export_snapshot import Snapshot, build_snapshot
 from servemetrics.api.export_view import ExportCollector
 from servemetrics.api.service import Service
+from servemetrics.registry import team_bound
 
 router = APIRouter(tags=["service"])
 SERVICE_METRICS_PATH = "/service/metrics"
@@ -53,7 +54,7 @@ def export_metrics(
     org = key.organization_id
     snapshot = service.exports.get(org, lambda now_ms: organization_snapshot(service, org, now_ms))
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(ExportCollector(snapshot, key.model_ids))
+    registry.register(ExportCollector(snapshot, key.model_ids, team_bound(key)))
     encoder, content_type = choose_encoder(accept or "")
     return Response(encoder(registry), media_type=content_type)
 

@@ -48,7 +48,7 @@ from servemetrics.gateway import websocket as websockets
 from servemetrics.gateway.errors import error_response
 from servemetrics.gateway.model_api_calls import CallError, ModelApiGateway, parse_call
 from servemetrics.gateway.proxy import Relay
-from servemetrics.registry import KeyInfo, ModelInfo, can_invoke
+from servemetrics.registry import KeyInfo, ModelInfo, can_invoke, team_bound
 
 router = APIRouter(tags=["inference"])
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -287,7 +287,8 @@ def gateway_metrics(registry: RegistryDep, gateway: GatewayDep, key: Auth) -> Re
     models = frozenset(m.id for m in registry.tenancy.list_models(key.organization_id))
     if key.model_ids is not None:
         models &= key.model_ids
-    return Response(gateway.metrics.exposition_of(models), media_type=CONTENT_TYPE_LATEST)
+    body = gateway.metrics.exposition_of(models, team_bound(key))
+    return Response(body, media_type=CONTENT_TYPE_LATEST)
 
 
 def is_inference_path(path: str) -> bool:

@@ -15,20 +15,24 @@ from pydantic import BeforeValidator
 
 from servemetrics.api.deps import (
     DEPLOYMENT_ALIASES,
+    Auth,
     ReadModel,
     RegistryDep,
     ServiceDep,
     resolve_deployment,
     resolve_environment,
 )
+from servemetrics.api.errors import forbidden
 from servemetrics.api.params import reject_unknown_params
 from servemetrics.api.schemas import MetricsResponse, metrics_response
 from servemetrics.api.service import Service
+from servemetrics.catalog.model_apis import PREFIX as MODEL_API_PREFIX
 from servemetrics.catalog.splits import Split
 from servemetrics.query.custom import custom_metric
 from servemetrics.query.execute import execute
 from servemetrics.query.plan import build_plan
 from servemetrics.query.windows import Mode
+from servemetrics.registry import KeyInfo, team_bound
 from servemetrics.registry.records import ModelInfo
 from servemetrics.timeutil import MAX_TS_MS, Timeline
 
@@ -109,6 +113,20 @@ def _answer(
     return metrics_response(result)
 
 
+def _no_other_teams(key: KeyInfo, p: MetricsParams) -> None:
+    """403 when a team's key (``registry.team_bound``) asks a model route for Model API series or the
+    team split: these routes read every team's series; ``GET /v1/model_apis/{name}/metrics`` reads its
+    team's (docs/model-apis.md "Who sees what")."""
+    team = team_bound(key)
+    if team is None:
+        return
+    if p.group_by is Split.TEAM or any(m.startswith(MODEL_API_PREFIX) for m in p.metrics or ()):
+        raise forbidden(
+            f"a key of team {team!r} reads Model API series through GET /v1/model_apis/{{name}}/metrics, "
+            "which answers its team's; the model routes answer every team's"
+        )
+
+
 def _flight(scope: str, model: ModelInfo, name: str, p: MetricsParams) -> Hashable | None:
     """The single-flight key of a request (``ReadPool``): everything its answer depends on; None (not
     shared) unless both ends of its window are given."""
@@ -121,9 +139,10 @@ def _flight(scope: str, model: ModelInfo, name: str, p: MetricsParams) -> Hashab
 
 @router.get("/v1/models/{model_id}/environments/{env_name}/metrics", response_model=MetricsResponse)
 async def environment_metrics(
-    service: ServiceDep, registry: RegistryDep, model: ReadModel, env_name: str, params: Params
+    service: ServiceDep, registry: RegistryDep, model: ReadModel, key: Auth, env_name: str, params: Params
 ) -> MetricsResponse:
     """Metrics aggregated across every deployment that served the environment, split at promotions."""
+    _no_other_teams(key, params)
 
     def answer() -> MetricsResponse:
         env = resolve_environment(registry, model, env_name)
@@ -139,14 +158,22 @@ async def environment_metrics(
 
 @router.get("/v1/models/{model_id}/deployments/{deployment_id}/metrics", response_model=MetricsResponse)
 async def deployment_metrics(
-    service: ServiceDep, registry: RegistryDep, model: ReadModel, deployment_id: str, params: Params
+    service: ServiceDep,
+    registry: RegistryDep,
+    model: ReadModel,
+    key: Auth,
+    deployment_id: str,
+    params: Params,
 ) -> MetricsResponse:
     """Metrics of one deployment (``production`` / ``development`` name that environment's deployment)."""
+    _no_other_teams(key, params)
 
     def answer() -> MetricsResponse:
         dep = resolve_deployment(registry, model, deployment_id)
         return _answer(service, model.id, params, lambda s, e: [(s, frozenset({dep.id}))])
 
     # an alias names whichever deployment the environment has when the answer is computed: not shared
-    key = None if deployment_id in DEPLOYMENT_ALIASES else _flight("deployment", model, deployment_id, params)
-    return await service.reads.run(key, answer)
+    flight = (
+        None if deployment_id in DEPLOYMENT_ALIASES else _flight("deployment", model, deployment_id, params)
+    )
+    return await service.reads.run(flight, answer)

@@ -27,7 +27,7 @@ from servemetrics.catalog.splits import Split
 from servemetrics.query.execute import execute
 from servemetrics.query.plan import build_plan
 from servemetrics.query.windows import Mode
-from servemetrics.registry import KeyInfo, Registry, can_manage
+from servemetrics.registry import KeyInfo, Registry, team_bound
 from servemetrics.registry.model_apis import ModelApiInfo
 from servemetrics.store.base import GroupKey
 from servemetrics.timeutil import Timeline
@@ -119,14 +119,15 @@ def team_scope(key: KeyInfo, requested: list[str], known: list[str]) -> frozense
             f"team_ids: no team {', '.join(map(repr, unknown))} in your organization; use some of: "
             f"{', '.join(known) or '(none)'}"
         )
-    if can_manage(key) or key.team_id is None:
+    team = team_bound(key)
+    if team is None:
         return frozenset((t,) for t in requested) if requested else None
-    if any(t != key.team_id for t in requested):
+    if any(t != team for t in requested):
         raise forbidden(
-            f"a key of team {key.team_id!r} reads only its team's series; leave team_ids out or send "
-            f"team_ids[]={key.team_id}"
+            f"a key of team {team!r} reads only its team's series; leave team_ids out or send "
+            f"team_ids[]={team}"
         )
-    return frozenset({(key.team_id,)})
+    return frozenset({(team,)})
 
 
 def _timeline(registry: Registry, api: ModelApiInfo) -> Callable[[int, int], Timeline]:
