@@ -3,6 +3,7 @@ filters, team scoping, limits and the cursor."""
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
@@ -155,3 +156,26 @@ def test_start_time_is_needed_and_keys_that_cannot_read_metrics_are_refused(clie
     assert resp.status_code == 400 and "start_time is required" in resp.json()["error"]
     assert _usage(client, "a-invoke").status_code == 403
     assert [b["results"] for b in _usage(client, "other").json()["items"]] == [[], [], []]
+
+
+def test_a_scoped_keys_unknown_name_lists_only_the_model_apis_it_may_read(serve: Serve) -> None:
+    """A key scoped to m1 asking for m2's Model API gets the 400 of an unknown name, naming only m1's
+    Model APIs (before, the 400 listed every Model API of the organization, m2's "secret" too)."""
+    declarations = copy.deepcopy(DECLARATIONS)
+    acme = declarations["organizations"][0]
+    acme["api_keys"].append({"key": "m1-metrics", "type": "WORKSPACE_EXPORT_METRICS", "model_ids": ["m1"]})
+    declarations["models"].append(
+        {
+            "id": "m2",
+            "organization": "acme",
+            "deployments": [{"id": "d2"}],
+            "environments": [{"name": "production"}],
+        }
+    )
+    declarations["model_apis"].append({"name": "secret", "organization": "acme", "model": "m2"})
+    client = serve(declarations, store=_store(), clock=lambda: T0 + 3 * M)
+    resp = _usage(client, "m1-metrics", models="secret")
+    assert resp.status_code == 400
+    assert resp.json()["error"] == "models: no Model API 'secret'; use some of: chat, embed"
+    admin = _usage(client, "admin", models="nope")
+    assert "use some of: chat, embed, secret" in admin.json()["error"]

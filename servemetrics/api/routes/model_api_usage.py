@@ -70,9 +70,12 @@ def _limit(request: Request, width: str) -> int:
 
 
 def _sources(registry: Registry, key: KeyInfo, models: list[str]) -> list[UsageSource]:
-    """The organization's Model APIs (those named in ``models`` when given; 400 for an unknown name) with
-    the deployments of their models."""
+    """The Model APIs the key may read (the organization's, only its models' for a scoped key; those named
+    in ``models`` when given) with the deployments of their models. 400 for a name outside them, listing
+    only the names the key may read."""
     apis = registry.model_apis.list_model_apis(key.organization_id)
+    if key.model_ids is not None:  # a scoped key neither reads nor hears of the others
+        apis = [a for a in apis if a.model_id in key.model_ids]
     names = [a.name for a in apis]
     unknown = [m for m in models if m not in names]
     if unknown:
@@ -81,8 +84,6 @@ def _sources(registry: Registry, key: KeyInfo, models: list[str]) -> list[UsageS
             f"use some of: {', '.join(names) or '(none)'}"
         )
     apis = [a for a in apis if not models or a.name in models]
-    if key.model_ids is not None:
-        apis = [a for a in apis if a.model_id in key.model_ids]
     out = []
     for api in apis:
         deployments = {d.id for d in registry.deployments.list_deployments(api.model_id)} | {""}
