@@ -142,6 +142,8 @@ def test_a_start_inside_a_bucket_is_snapped_down_and_days_default_to_7(client: T
         ),
         ({"models": "nope"}, "models: no Model API 'nope'; use some of: chat, embed"),
         ({"cursor": "%%"}, "cursor is not one this service gave"),
+        ({"end_time": iso_ms(T0 - M)}, f"start_time {iso_ms(T0)} is after end_time {iso_ms(T0 - M)};"),
+        ({"start_time": iso_ms(T0 + 9 * M)}, f"is after end_time {iso_ms(T0 + 3 * M)} (now); give a"),
         ({"page": "2"}, "page"),
     ],
 )

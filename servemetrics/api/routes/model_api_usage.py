@@ -141,7 +141,8 @@ async def model_apis_usage(
     (snapped down to its bucket; required without a ``cursor``, which gives the next page's start) to
     ``end_time`` (default now), the tokens and requests grouped by ``group_by`` (api_key, model, team;
     default model), filtered by ``api_keys[]``, ``models[]`` and ``team_ids[]`` (a team key: its team
-    only, as the metrics). 403 a key that may not read metrics; 400 bad parameters."""
+    only, as the metrics). 403 a key that may not read metrics; 400 bad parameters, and a ``start_time``
+    after ``end_time``."""
     reject_unknown_params(request, PARAMS)
     require_org_metrics_read(key, "Model API usage")
     q = request.query_params
@@ -150,6 +151,11 @@ async def model_apis_usage(
         raise bad_request(f"bucket_width: {width!r}; use one of {', '.join(WIDTHS_MS)}")
     group_by, start_ms = _group_by(request), _start_ms(request)
     end_ms = _time_ms(q["end_time"], "end_time") if q.get("end_time") else service.clock()
+    if q.get("cursor") is None and start_ms > end_ms:
+        raise bad_request(
+            f"start_time {iso_ms(start_ms)} is after end_time {iso_ms(end_ms)}"
+            f"{'' if q.get('end_time') else ' (now)'}; give a start_time before it"
+        )
     spans, next_ms = buckets(start_ms, end_ms, WIDTHS_MS[width], _limit(request, width))
     known = [t.team_id for t in registry.model_apis.list_teams(key.organization_id)]
     parts = team_scope(key, _list(request, "team_ids"), known)
