@@ -28,7 +28,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_BODY_BYTES = 4 << 20
-"""A non-streamed answer is kept for its ``usage`` up to this many bytes (beyond: no token count)."""
+"""A non-streamed answer is kept whole for its ``usage`` up to this many bytes (beyond: its tail only)."""
+TAIL_BYTES = 64 << 10
+"""Of a longer non-streamed answer, the last this many bytes are kept: servers write ``usage`` after
+``choices`` (vLLM, SGLang, OpenAI), so a long answer is still counted and charged to its team's
+``tokens_per_minute`` (without this, a caller asking for a long answer spent tokens no limit saw)."""
 MAX_EVENT_BYTES = 1 << 20
 """A stream event longer than this is skipped, not parsed (the relay still passes it on)."""
 
@@ -101,10 +105,11 @@ class StreamMeter:
         if not self.stream:
             if self.first_token_s is None:
                 self.first_token_s = at_s
-            if len(self._buffer) + len(chunk) <= MAX_BODY_BYTES:
-                self._buffer += chunk
-            else:
+            self._buffer += chunk
+            if len(self._buffer) > MAX_BODY_BYTES:
                 self._too_long = True
+            if self._too_long:
+                self._buffer = self._buffer[-TAIL_BYTES:]
             return
         self._buffer += chunk
         new = 0
@@ -167,7 +172,9 @@ class StreamMeter:
         if self.stream and self._buffer.strip():  # a last event the stream ended without a blank line after
             event, self._buffer = self._buffer, b""
             self.counted += self._event(event)  # its tokens count; its time is unknown (no TPOT)
-        if not self.stream and not self._too_long:
+        if not self.stream and self._too_long:
+            return _usage_in_tail(self._buffer) or Usage()
+        if not self.stream:
             try:
                 body = json.loads(self._buffer)
             except (ValueError, RecursionError):
@@ -177,6 +184,22 @@ class StreamMeter:
         if self.usage is not None:
             return self.usage
         return Usage(output=self.counted)
+
+
+def _usage_in_tail(tail: bytes) -> Usage | None:
+    """The ``Usage`` of the last ``"usage": {...}`` member in ``tail`` (the end of a JSON answer too long
+    to keep whole); None when the tail has none that parses."""
+    at = len(tail)
+    while (at := tail.rfind(b'"usage"', 0, at)) >= 0:
+        rest = tail[at + len(b'"usage"') :].lstrip()
+        if rest.startswith(b":"):
+            try:
+                obj, _ = json.JSONDecoder().raw_decode(rest[1:].lstrip().decode("utf-8", "replace"))
+            except (ValueError, RecursionError):
+                continue
+            if (found := usage_of(obj)) is not None:
+                return found
+    return None
 
 
 def _event_end(buffer: bytes) -> tuple[int, int]:

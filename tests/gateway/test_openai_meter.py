@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from servemetrics.gateway.openai_meter import StreamMeter, Usage, usage_of
+from servemetrics.gateway.openai_meter import MAX_BODY_BYTES, StreamMeter, Usage, usage_of
 
 
 def _event(obj: dict[str, Any]) -> bytes:
@@ -80,6 +80,24 @@ def test_a_non_streamed_answer_is_read_for_its_usage_at_the_end() -> None:
     broken = StreamMeter(stream=False)
     broken.feed(b"<html>bad gateway</html>", 0.1)
     assert broken.result() == Usage()
+
+
+def test_an_answer_over_4_mib_is_still_counted_from_the_usage_at_its_end() -> None:
+    """A 6 MiB answer (fed in 64 KiB reads) whose ``usage`` follows ``choices``: its tokens are counted,
+    so a caller cannot get past ``tokens_per_minute`` by asking for a long answer (before: Usage())."""
+    text = 'say \\"usage\\": {\\"completion_tokens\\": 1} ' + "x" * (6 << 20)  # a decoy inside the content
+    body = json.dumps(
+        {"choices": [{"message": {"content": text}}], "usage": _usage(7000, 1_500_000, cached=2000)}
+    )
+    raw = body.encode()
+    assert len(raw) > MAX_BODY_BYTES
+    meter = StreamMeter(stream=False)
+    for i in range(0, len(raw), 64 << 10):
+        meter.feed(raw[i : i + (64 << 10)], 0.5)
+    assert meter.result() == Usage(input_cached=2000, input_uncached=5000, output=1_500_000)
+    no_usage = StreamMeter(stream=False)
+    no_usage.feed(b'{"choices": [{"text": "' + b"y" * (5 << 20) + b'"}]}', 0.5)
+    assert no_usage.result() == Usage()
 
 
 @pytest.mark.parametrize(
