@@ -116,3 +116,28 @@ def test_split_by_gpu_names_each_gpu_and_averages_the_rest(browser, service):
         assert ys == pytest.approx([want] * STEPS)
     assert graph(page, VOLUME)["lines"] == ["2xx", "4xx", "5xx"]  # the other graphs stay unsplit
     page.context.close()
+
+
+def show(page: Page, panel: str, value: str, renders: int) -> dict:
+    page.select_option(f'section[data-panel="{panel}"] select.show-as', value)
+    wait_drawn(page, renders)
+    return graph(page, panel)
+
+
+def test_a_counted_graph_shows_a_running_total_and_back(browser, service):
+    """Requests are counted per step (56 a step), so "Running total" draws 56, 112, ... 56 x 120 = 6,720 at
+    the window's end (the window's SUMMARY); a gauge's graph (GPU usage) offers no such choice. Restarts are
+    counted the same way (a COUNT counter) and get the same control."""
+    page = open_page(browser, service)
+    assert graph(page, VOLUME)["unit"] == "requests per 30 s"
+    assert page.locator(f'section[data-panel="{GPU}"] select.show-as').count() == 0
+    total = show(page, VOLUME, "total", 2)
+    assert total["unit"] == "requests in total"
+    assert total["ys"][0] == [56 * (i + 1) for i in range(STEPS)] and total["ys"][0][-1] == 6720
+    assert total["ys"][1] == [0] * STEPS  # 4xx: none, a flat 0, not a gap
+    split_total = split(page, VOLUME, "replica", 3)
+    assert [ys[-1] for ys in split_total["ys"]] == [v * STEPS for v in (14, 12, 10, 8, 6, 6)]
+    split(page, VOLUME, "", 4)
+    back = show(page, VOLUME, "", 5)
+    assert back["unit"] == "requests per 30 s" and back["ys"][0] == [56] * STEPS
+    page.context.close()

@@ -89,7 +89,30 @@ function splitSelect(panel, split) {
   return label;
 }
 
-function card(panel, unit, split) {
+// show: {value: "" | "total", onChange(value)} -> the header's "Show" select (per step / running total),
+// offered on graphs of COUNT counters (series.js totalable), or null.
+function showSelect(panel, show) {
+  if (!show) return null;
+  const label = document.createElement("label");
+  label.className = "split";
+  label.textContent = "Show ";
+  const select = document.createElement("select");
+  select.className = "show-as";
+  select.setAttribute("aria-label", `Show ${panel.title} as`);
+  select.append(new Option("Per step", ""), new Option("Running total", "total"));
+  select.value = show.value || "";
+  select.addEventListener("change", () => show.onChange(select.value));
+  label.append(select);
+  return label;
+}
+
+// The unit of `data`'s graph: a running total's caption reads "restarts in total", not "per 1 min".
+function unitOfData(data, stepSeconds) {
+  const unit = unitOf(data.lines[0].metric, stepSeconds);
+  return data.total ? { ...unit, label: unit.label.replace(/ per .+$/, " in total"), perStep: false } : unit;
+}
+
+function card(panel, unit, split, show) {
   const section = document.createElement("section");
   section.className = "graph card";
   section.dataset.panel = panel.id;
@@ -101,7 +124,7 @@ function card(panel, unit, split) {
   const caption = document.createElement("span");
   caption.className = "unit";
   caption.textContent = unit.label;
-  header.append(h, ...[splitSelect(panel, split)].filter(Boolean), caption);
+  header.append(h, ...[splitSelect(panel, split), showSelect(panel, show)].filter(Boolean), caption);
   const chart = document.createElement("div");
   chart.className = "chart";
   chart.setAttribute("role", "img");
@@ -110,10 +133,10 @@ function card(panel, unit, split) {
   return { section, chart, caption };
 }
 
-// -> {section, update(data, ctx), destroy()}; ctx: {stepSeconds, bounds, start, end, plugins, onDraw, split}
+// -> {section, update(data, ctx), destroy()}; ctx: {stepSeconds, bounds, start, end, plugins, onDraw, split, show}
 export function createGraph(parent, panel, data, ctx) {
-  let unit = unitOf(data.lines[0].metric, ctx.stepSeconds);
-  const { section, chart, caption } = card(panel, unit, ctx.split);
+  let unit = unitOfData(data, ctx.stepSeconds);
+  const { section, chart, caption } = card(panel, unit, ctx.split, ctx.show);
   parent.append(section);
   const describe = () =>
     chart.setAttribute("aria-label", `${panel.title} (${unit.label}): ${data.lines.map((l) => l.name).join(", ")}`);
@@ -163,11 +186,13 @@ export function createGraph(parent, panel, data, ctx) {
     uplot: u,
     lineNames: () => data.lines.map((l) => l.name),
     // same lines: new values in place (auto-refresh keeps the crosshair and the legend)
-    canUpdate: (next) => next.lines.map((l) => l.name).join("|") === data.lines.map((l) => l.name).join("|"),
+    canUpdate: (next) =>
+      Boolean(next.total) === Boolean(data.total) &&
+      next.lines.map((l) => l.name).join("|") === data.lines.map((l) => l.name).join("|"),
     update(next, nextCtx) {
       Object.assign(ctx, nextCtx);
       data = next;
-      unit = unitOf(data.lines[0].metric, ctx.stepSeconds);
+      unit = unitOfData(data, ctx.stepSeconds);
       caption.textContent = unit.label;
       describe();
       u.setData([data.x, ...data.ys]);

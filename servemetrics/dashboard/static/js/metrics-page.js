@@ -17,7 +17,7 @@ import { createGraph } from "./graphs.js";
 import { writeHash } from "./hash.js";
 import { buildPanels, byGroup, panelApplies, resolveLayout, toSaved } from "./panels.js";
 import { createRangeControls } from "./range-controls.js";
-import { nonNullCount, panelData } from "./series.js";
+import { nonNullCount, panelData, runningTotal, totalable } from "./series.js";
 import { splitData, splitOptions } from "./split.js";
 import { createStartupCard } from "./startup-card.js";
 import * as storage from "./storage.js";
@@ -57,6 +57,7 @@ export function createMetricsPage({ getClient, onError }) {
     engines: null, // Set of the engines detected for the scope; null until asked
     splits: new Map(), // panel id -> its "Split by" choice (none: not in the map)
     splitAnswers: new Map(), // panel id -> the group_by answer of its metrics
+    totals: new Set(), // ids of the panels drawn as running totals ("Show": per step / running total)
   };
   const range = createRangeControls(
     {
@@ -296,9 +297,16 @@ export function createMetricsPage({ getClient, onError }) {
     load();
   }
 
+  function setShow(panelId, value) {
+    if (value === "total") s.totals.add(panelId);
+    else s.totals.delete(panelId);
+    render();
+  }
+
   function dataOf(panel, answer) {
     const split = s.splitAnswers.get(panel.id);
-    return split && s.splits.has(panel.id) ? splitData(panel, split, s.splits.get(panel.id)) : panelData(panel, answer);
+    const data = split && s.splits.has(panel.id) ? splitData(panel, split, s.splits.get(panel.id)) : panelData(panel, answer);
+    return s.totals.has(panel.id) && totalable(panel, answer.step_seconds) ? runningTotal(data) : data;
   }
 
   function emptyAnswer(win) {
@@ -377,7 +385,8 @@ export function createMetricsPage({ getClient, onError }) {
       if (panel.group && panel.group !== group) el.graphs.append(groupHeading(panel.group));
       group = panel.group;
       const split = { options: splitOptions(panel), value: s.splits.get(panel.id), onChange: (v) => setSplit(panel.id, v) };
-      s.graphs.set(panel.id, createGraph(el.graphs, panel, data, { ...ctx(), split, plugins: [overlay.plugin()] }));
+      const show = totalable(panel, step) ? { value: s.totals.has(panel.id) ? "total" : "", onChange: (v) => setShow(panel.id, v) } : null;
+      s.graphs.set(panel.id, createGraph(el.graphs, panel, data, { ...ctx(), split, show, plugins: [overlay.plugin()] }));
     }
   }
 

@@ -46,4 +46,19 @@ export function panelData(panel, answer) {
   return { x, lines, ys };
 }
 
+// A panel can be drawn as a running total when every metric of it is a COUNT counter, counted per step
+// (restarts, requests, tokens: format.js perStep).
+export const totalable = (panel, stepSeconds) => panel.metrics.every((m) => unitOf(m, stepSeconds).perStep);
+
+// data -> the same lines as running totals from the window's start: each point is the sum of the steps up
+// to it. A step without data stays null (a gap, not a flat line) and adds nothing; the total goes on after
+// it. The sum of the per-step values is what the API's SUMMARY gives for the window.
+export function runningTotal(data) {
+  const ys = data.ys.map((y) => {
+    let sum = 0;
+    return y.map((v) => (v === null ? null : (sum += v)));
+  });
+  return { ...data, ys, total: true };
+}
+
 export const nonNullCount = (ys) => ys.reduce((n, y) => n + y.filter((v) => v !== null).length, 0);
