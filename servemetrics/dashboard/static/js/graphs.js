@@ -73,37 +73,34 @@ function unitIncrs(unit) {
   return unit.type === "bytes" || unit.type === "mebibytes" ? POW2 : undefined;
 }
 
+// A labelled select of a graph's header: `options` [[text, value]], calling onChange(value) on a change.
+function headerSelect(text, className, ariaLabel, options, value, onChange) {
+  const label = document.createElement("label");
+  label.className = "split";
+  label.textContent = text;
+  const select = document.createElement("select");
+  select.className = className;
+  select.setAttribute("aria-label", ariaLabel);
+  select.append(...options.map(([t, v]) => new Option(t, v)));
+  select.value = value || "";
+  select.addEventListener("change", () => onChange(select.value));
+  label.append(select);
+  return label;
+}
+
 // split: {options: ["replica", ...], value: "" | option, onChange(value)} -> the header's select, or null.
 function splitSelect(panel, split) {
   if (!split || !split.options.length) return null;
-  const label = document.createElement("label");
-  label.className = "split";
-  label.textContent = "Split by ";
-  const select = document.createElement("select");
-  select.className = "split-by";
-  select.setAttribute("aria-label", `Split ${panel.title} by`);
-  select.append(new Option("None", ""), ...split.options.map((o) => new Option(SPLITS[o], o)));
-  select.value = split.value || "";
-  select.addEventListener("change", () => split.onChange(select.value));
-  label.append(select);
-  return label;
+  const options = [["None", ""], ...split.options.map((o) => [SPLITS[o], o])];
+  return headerSelect("Split by ", "split-by", `Split ${panel.title} by`, options, split.value, split.onChange);
 }
 
 // show: {value: "" | "total", onChange(value)} -> the header's "Show" select (per step / running total),
 // offered on graphs of COUNT counters (series.js totalable), or null.
 function showSelect(panel, show) {
   if (!show) return null;
-  const label = document.createElement("label");
-  label.className = "split";
-  label.textContent = "Show ";
-  const select = document.createElement("select");
-  select.className = "show-as";
-  select.setAttribute("aria-label", `Show ${panel.title} as`);
-  select.append(new Option("Per step", ""), new Option("Running total", "total"));
-  select.value = show.value || "";
-  select.addEventListener("change", () => show.onChange(select.value));
-  label.append(select);
-  return label;
+  const options = [["Per step", ""], ["Running total", "total"]];
+  return headerSelect("Show ", "show-as", `Show ${panel.title} as`, options, show.value, show.onChange);
 }
 
 // The unit of `data`'s graph: a running total's caption reads "restarts in total", not "per 1 min".
