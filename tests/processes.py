@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -22,12 +24,40 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.apptools import org
 from tests.conftest import REPO_ROOT
 
+PORTS_LOW, PORTS_HIGH = 10_000, 32_000
+"""The ports ``free_port`` hands out: below Linux's ephemeral range (32768-60999), so no outgoing
+connection's local port and no ``bind(0)`` of another process can take one between the moment a test
+picks it and the moment its child process listens on it (a CI run lost the demo test to that)."""
+
+
+def _worker_ports() -> Iterator[int]:
+    """This pytest-xdist worker's own slice of ``PORTS_LOW``-``PORTS_HIGH``, from a random offset, round
+    and round: two workers never pick the same port, and one worker's picks repeat after its whole slice."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw") or 0)
+    workers = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")), worker + 1)
+    size = (PORTS_HIGH - PORTS_LOW) // workers
+    low = PORTS_LOW + worker * size
+    offset = random.randrange(size)
+    while True:
+        for i in range(size):
+            yield low + (offset + i) % size
+
+
+_PORTS = _worker_ports()
+_PORTS_LOCK = threading.Lock()  # a generator is not safe to advance from two threads at once
+
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port on 127.0.0.1, free a moment ago and not handed out by this worker recently."""
+    while True:
+        with _PORTS_LOCK:
+            port = next(_PORTS)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use, or in TIME_WAIT from an earlier test: the next one
+            return port
 
 
 def wait_http(url: str, deadline_s: float = 30.0) -> None:

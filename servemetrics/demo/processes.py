@@ -22,9 +22,29 @@ _PR_SET_PDEATHSIG = 1
 
 def free_port() -> int:
     """A TCP port free on 127.0.0.1 right now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
+
+
+def free_ports(n: int, taken: frozenset[int] = frozenset()) -> list[int]:
+    """``n`` distinct TCP ports free on 127.0.0.1 right now, none of them in ``taken``.
+
+    Every socket stays bound until all ``n`` are found, so the kernel cannot hand out one port twice;
+    ``taken`` holds ports chosen but not bound yet (the service's own ``--port``, which a replica given
+    the same port would take from it while the service still starts)."""
+    held: list[socket.socket] = []  # every socket bound so far, ports in ``taken`` too
+    ports: list[int] = []
+    try:
+        while len(ports) < n:
+            s = socket.socket()
+            held.append(s)
+            s.bind(("127.0.0.1", 0))
+            port = int(s.getsockname()[1])
+            if port not in taken:
+                ports.append(port)
+        return ports
+    finally:
+        for s in held:
+            s.close()
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec

@@ -27,7 +27,7 @@ from rich.markup import escape
 from servemetrics.demo import loops_report, model_api_report, report
 from servemetrics.demo.chat_load import ChatLoad
 from servemetrics.demo.load import LoadGenerator, WebhookReceiver, has_async_route
-from servemetrics.demo.processes import Children, free_port, wait_http
+from servemetrics.demo.processes import Children, free_port, free_ports, wait_http
 from servemetrics.demo.topology import (
     ENVIRONMENT,
     MODEL,
@@ -139,7 +139,7 @@ class Demo:
             signal.signal(signal.SIGTERM, previous)
 
     def _start(self) -> None:
-        self.topo: Topology = make_topology(self.o.port, [free_port() for _ in range(6)])
+        self.topo: Topology = make_topology(self.o.port, free_ports(6, taken=frozenset({self.o.port})))
         cfg = service_config(self.topo, self.dir / "data", self.key, f"{SCRAPE_S:g}s", self.team_keys)
         config = write_config(self.dir / "servemetrics.yaml", cfg)
         self.console.print(f"starting in {self.dir} (logs in {self.dir / 'logs'}); training the models…")

@@ -7,6 +7,7 @@ import pytest
 
 from servemetrics.demo.loops_report import _fmt
 from servemetrics.demo.model import STOP, CharModel, ModelSize
+from servemetrics.demo.processes import free_ports
 from servemetrics.demo.replica import BadInput, parse_request
 from servemetrics.demo.run import promotion_plan
 
@@ -66,3 +67,12 @@ def test_the_loops_table_never_prints_an_exponent():
         "24.22",
         "–",
     ]
+
+
+def test_free_ports_are_distinct_and_skip_the_services_port():
+    """The demo's replica ports (issue: a CI run's service could not listen on the port it was given)."""
+    first = free_ports(40)
+    assert len(set(first)) == 40
+    taken = frozenset(first[:20])
+    again = free_ports(40, taken=taken)
+    assert len(set(again)) == 40 and not taken & set(again)
