@@ -95,11 +95,15 @@ def child_env(repo: Path) -> dict[str, str]:
     return env
 
 
-def import_call(repo: Path, cfg: Path, path: Path) -> tuple[float, int]:
-    """One ``servemetrics import`` of ``path`` with ``repo``'s code: (wall seconds, samples stored)."""
+def import_call(repo: Path, cfg: Path, path: Path, whole: bool = False) -> tuple[float, int]:
+    """One ``servemetrics import`` of ``path`` with ``repo``'s code: (wall seconds, samples stored). A
+    replica file names its replica on the command line; a ``whole`` W1 file is read with each series'
+    own ``model_id`` / ``deployment_id`` / ``replica`` labels."""
     replica = path.stem
     env = child_env(repo)
-    args = ["import", str(path), "--model", "m1", "--deployment", replica[:2], "--replica", replica]
+    args = ["import", str(path)]
+    if not whole:
+        args += ["--model", "m1", "--deployment", replica[:2], "--replica", replica]
     t = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "servemetrics", *args, "--config", str(cfg)],
@@ -125,7 +129,7 @@ out = []
 for name in sys.argv[2:]:
     path = Path(name)
     t = time.perf_counter()
-    n = importer.into_data_dir(cfg, path, "m1", path.stem[:2], path.stem, lambda done, total: None)
+    n = importer.into_data_dir(cfg, path, ("m1", path.stem[:2], path.stem), lambda done, total: None)
     out.append((time.perf_counter() - t, n))
 print(json.dumps(out))
 """
@@ -151,8 +155,9 @@ def fresh_config(root: Path) -> Path:
     return cfg
 
 
-def bench_repo(repo: Path, files: list[Path], work: Path) -> dict[str, float]:
-    """Import every file with ``repo``'s code into a fresh data directory; the figures."""
+def bench_repo(repo: Path, w1: Path, files: list[Path], work: Path) -> dict[str, float]:
+    """Import every replica file with ``repo``'s code into a fresh data directory, then the whole ``w1``
+    file in one call into another; the figures."""
     cfg = fresh_config(work / f"run-{repo.name}")
     walls, stored = [], 0
     for path in files:
@@ -166,7 +171,10 @@ def bench_repo(repo: Path, files: list[Path], work: Path) -> dict[str, float]:
     fixed = statistics.median(import_call(repo, empty_cfg, empty)[0] for _ in range(5))
     total = sum(walls)
     spent, stored_in = in_process(repo, fresh_config(work / f"run-{repo.name}-in-process"), files)
+    whole_s, whole_n = import_call(repo, fresh_config(work / f"run-{repo.name}-whole"), w1, whole=True)
     return {
+        "whole_s": whole_s,
+        "whole_samples": whole_n,
         "in_process_s": spent,
         "in_process_per_s": stored_in / spent,
         "samples": stored,
@@ -202,12 +210,14 @@ def main() -> None:
     print(f"W1 {args.days:g} d: {size:,} B, {len(files)} replica files; load average {os.getloadavg()}")
     print(f"bytecode cached: {args.pyc_cache or not os.environ.get('PYTHONDONTWRITEBYTECODE')}")
     for repo in args.repo or [REPO]:
-        r = bench_repo(repo.resolve(), files, work)
+        r = bench_repo(repo.resolve(), w1, files, work)
         print(
             f"{repo}: {r['samples']:,.0f} samples stored in {r['wall_s']:.1f} s = "
             f"{r['per_s']:,.0f} samples/s; "
             f"fixed cost of one call {r['fixed_s']:.2f} s; in one process: {r['in_process_s']:.1f} s = "
-            f"{r['in_process_per_s']:,.0f} samples/s"
+            f"{r['in_process_per_s']:,.0f} samples/s; the whole file in one call (labels from the "
+            f"file): {r['whole_samples']:,.0f} samples in {r['whole_s']:.1f} s = "
+            f"{r['whole_samples'] / r['whole_s']:,.0f} samples/s"
         )
     print(f"load average after: {os.getloadavg()}")
 

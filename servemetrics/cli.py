@@ -185,18 +185,24 @@ def _progress() -> Progress:
 @app.command(
     "import",
     help=(
-        "Backfill FILE (OpenMetrics text, sample timestamps in seconds) as the samples of one replica: "
-        "through a running service (--url and a key that may manage the model), or straight into the "
-        "data_dir of --config while no service runs there."
+        "Backfill FILE (OpenMetrics text, sample timestamps in seconds) as the samples of one replica "
+        "(--model, --deployment, --replica), or of the replicas its series name in their model_id, "
+        "deployment_id and replica labels: through a running service (--url and a key that may manage "
+        "the models), or straight into the data_dir of --config while no service runs there."
     ),
 )
 def import_file(
     file: Annotated[
         Path, typer.Argument(help="OpenMetrics file with timestamps (seconds).", exists=True, dir_okay=False)
     ],
-    model: Annotated[str, typer.Option("--model", help="Model id the samples belong to.")],
-    deployment: Annotated[str, typer.Option("--deployment", help="Deployment id.")],
-    replica: Annotated[str, typer.Option("--replica", help="Replica id.")],
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model", help="Model id the samples belong to (omit all three: from each series' labels)."
+        ),
+    ] = None,
+    deployment: Annotated[str | None, typer.Option("--deployment", help="Deployment id.")] = None,
+    replica: Annotated[str | None, typer.Option("--replica", help="Replica id.")] = None,
     url: Annotated[str | None, typer.Option("--url", help="Base URL of a running service.")] = None,
     api_key: Annotated[
         str | None,
@@ -206,9 +212,11 @@ def import_file(
         Path | None, typer.Option("--config", "-c", help="Config whose data_dir to write (when no --url).")
     ] = None,
 ) -> None:
-    """Backfill FILE as samples of one replica, through a running service (--url) or into --config's data."""
+    """Backfill FILE as samples of one replica, or of the replicas its series name, through a running
+    service (--url) or into --config's data."""
     from servemetrics import importer
 
+    target = _import_target(model, deployment, replica)
     size = os.path.getsize(file)
     with _progress() as progress:
         task = progress.add_task(f"importing {file.name}", total=size)
@@ -217,7 +225,7 @@ def import_file(
             progress.update(task, completed=done)
 
         try:
-            stored = _import(file, (model, deployment, replica), url, api_key, config, advance)
+            stored = _import(file, target, url, api_key, config, advance)
         except importer.ImportFailed as exc:
             err.print(f"[red]error:[/red] {exc}")
             raise typer.Exit(1) from exc
@@ -229,15 +237,31 @@ def import_file(
         )
 
 
+def _import_target(
+    model: str | None, deployment: str | None, replica: str | None
+) -> tuple[str, str, str] | None:
+    """(model, deployment, replica) given all three, ``None`` given none; exit code 2 given some."""
+    if model is not None and deployment is not None and replica is not None:
+        return model, deployment, replica
+    if model is None and deployment is None and replica is None:
+        return None
+    err.print(
+        "[red]error:[/red] give --model, --deployment and --replica together (a file of one replica), "
+        "or none of them (every series names its own in model_id, deployment_id and replica labels)"
+    )
+    raise typer.Exit(2)
+
+
 def _import(
     file: Path,
-    replica: tuple[str, str, str],
+    replica: tuple[str, str, str] | None,
     url: str | None,
     api_key: str | None,
     config: Path | None,
     advance: ImportProgress,
 ) -> int:
-    """Import ``file`` as samples of ``replica`` (model, deployment, replica ids) through the service at
+    """Import ``file`` as samples of ``replica`` (model, deployment, replica ids; ``None``: those of each
+    series' labels) through the service at
     ``url`` or into ``config``'s data directory; the samples stored. Exit code 2 when neither (or no
     ``api_key`` for ``url``) is given; ``importer.ImportFailed`` as the importer raises it."""
     from servemetrics import importer
@@ -246,9 +270,9 @@ def _import(
         if not api_key:
             err.print("[red]error:[/red] --url needs --api-key (or SERVEMETRICS_API_KEY)")
             raise typer.Exit(2)
-        return importer.via_service(file, url, api_key, *replica, advance)
+        return importer.via_service(file, url, api_key, replica, advance)
     if config is not None:
-        return importer.into_data_dir(_load(config), file, *replica, advance)
+        return importer.into_data_dir(_load(config), file, replica, advance)
     err.print("[red]error:[/red] give --url URL --api-key KEY (a running service) or --config FILE")
     raise typer.Exit(2)
 

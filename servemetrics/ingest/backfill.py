@@ -42,7 +42,7 @@ from typing import BinaryIO
 import numpy as np
 
 from servemetrics.ingest.adapters import adapt
-from servemetrics.ingest.adapters.columnar import adapt_batch
+from servemetrics.ingest.adapters.columnar import adapt_batch, adapt_batch_by_target
 from servemetrics.ingest.backfill_fast import FastRun, Tokeniser, parse_run
 from servemetrics.ingest.backfill_library import BackfillError, Unit, parse_unit, register_labels
 from servemetrics.ingest.backfill_units import Cutter
@@ -50,6 +50,7 @@ from servemetrics.ingest.exposition import (
     CREATED_HORIZON_MS,
     created_zeros,
 )
+from servemetrics.labels import TARGET_LABELS
 from servemetrics.samples import Sample, SampleBatch
 from servemetrics.types import SeriesKey
 
@@ -66,7 +67,7 @@ _FAST_READER = True
 
 
 def _process(
-    units: list[Unit | FastRun], target_labels: Mapping[str, str]
+    units: list[Unit | FastRun], target_labels: Mapping[str, str] | None
 ) -> tuple[SampleBatch, list[Sample]]:
     """Parse and adapt a chunk of units into one columnar batch, and the ``_created`` zeros of its
     counter-like series, adapted: one per series, before its first sample in the chunk, when its family's
@@ -82,9 +83,19 @@ def _process(
             _read_run(unit, raw, created)
     batch = raw.batch()
     if not created:
-        return adapt_batch(batch, target_labels), []
-    zeros = adapt(created_zeros(list(batch.samples()), created, CREATED_HORIZON_MS), target_labels)
-    return adapt_batch(batch, target_labels), zeros
+        return _adapted(batch, target_labels), []
+    zeros = created_zeros(list(batch.samples()), created, CREATED_HORIZON_MS)
+    if target_labels is None:
+        return _adapted(batch, None), list(_adapted(SampleBatch.from_samples(zeros), None).samples())
+    return _adapted(batch, target_labels), adapt(zeros, target_labels)
+
+
+def _adapted(batch: SampleBatch, target_labels: Mapping[str, str] | None) -> SampleBatch:
+    """``batch`` adapted with ``target_labels`` on every sample, or (``None``) with each series' own
+    values of ``labels.TARGET_LABELS`` as its target labels, as remote_write adapts a body."""
+    if target_labels is None:
+        return adapt_batch_by_target(batch, TARGET_LABELS)
+    return adapt_batch(batch, target_labels)
 
 
 def _read_run(run: FastRun, raw: _Columns, created: dict[SeriesKey, int]) -> None:
@@ -257,7 +268,7 @@ def _auto_workers(total: int | None) -> int:
 
 def iter_backfill(
     path_or_file: str | os.PathLike[str] | BinaryIO,
-    target_labels: Mapping[str, str],
+    target_labels: Mapping[str, str] | None,
     batch_size: int = 500_000,
     progress: Progress | None = None,
     workers: int | None = None,
@@ -266,7 +277,10 @@ def iter_backfill(
 
     Args:
         path_or_file: a path, or a binary file object (read sequentially, never whole).
-        target_labels: labels attached to every sample (model_id, deployment_id, replica, ...).
+        target_labels: labels attached to every sample (model_id, deployment_id, replica, ...), or
+            ``None`` for a file of many targets: each series' own values of ``labels.TARGET_LABELS``
+            are its target labels (the file's ``model_id``, ``deployment_id``, ``replica`` labels),
+            as remote_write reads a body; the caller checks whom they name.
         batch_size: a batch is yielded once it holds at least this many samples (at most one
             parse chunk, about 40,000 lines, more); the last batch may be smaller.
         progress: called as ``progress(bytes_read, total_bytes or None)`` after each 4 MiB read.
@@ -280,7 +294,7 @@ def iter_backfill(
     stream, total, owned = _open(path_or_file)
     n_workers = _auto_workers(total) if workers is None else max(1, workers)
     merger = _Merger(batch_size)
-    labels = dict(target_labels)
+    labels = None if target_labels is None else dict(target_labels)
     try:
         if n_workers == 1:
             results: Iterator[tuple[SampleBatch, list[Sample]]] = (
@@ -296,7 +310,7 @@ def iter_backfill(
 
 
 def _in_pool(
-    chunks: Iterator[list[Unit | FastRun]], labels: dict[str, str], n_workers: int
+    chunks: Iterator[list[Unit | FastRun]], labels: dict[str, str] | None, n_workers: int
 ) -> Iterator[tuple[SampleBatch, list[Sample]]]:
     """Run ``_process`` over chunks in worker processes, in order, with at most two chunks per
     worker in flight (so the file is never read far ahead of the parsing)."""

@@ -69,14 +69,35 @@ class RollupIndex:
             "pairs": self.pairs,
         }
 
+    _ARRAYS = (
+        "key",
+        "bucket",
+        "n",
+        "sum",
+        "inc",
+        "prev_age",
+        "first_inc",
+        "full_inc",
+        "last_ts",
+        "last_val",
+        "first_ts",
+        "pairs",
+    )
+    """The per-row arrays, all in key order."""
+
     def merged(self, cols: dict[str, np.ndarray]) -> RollupIndex:
-        """A new index with the rows ``cols`` (keys not present yet) added."""
+        """A new index with the rows ``cols`` (keys not present yet, any order) added: the new rows are
+        sorted on their own and inserted at their places, O(index + new rows) rather than a sort of the
+        whole index (a late write adds a few rows to an index of millions)."""
         if len(cols["bucket"]) == 0:
             return self
-        mine = self.columns()
-        return RollupIndex(
-            {c: np.concatenate([mine[c], np.asarray(cols[c])]) for c in self.COLUMNS}, self.rollup_ms
-        )
+        new = RollupIndex(cols, self.rollup_ms)
+        at = np.searchsorted(self.key, new.key)
+        out = RollupIndex.__new__(RollupIndex)
+        out.rollup_ms = self.rollup_ms
+        for name in self._ARRAYS:
+            setattr(out, name, np.insert(getattr(self, name), at, getattr(new, name)))
+        return out
 
     def without_chunks(self, keys: Iterable[tuple[int, int]], chunk_ms: int) -> RollupIndex:
         """A new index without the rows of the chunks ``keys`` ((series id, chunk start ms) pairs; a chunk

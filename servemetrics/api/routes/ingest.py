@@ -84,19 +84,24 @@ def _not_ahead(batch: SampleBatch, now_ms: int) -> SampleBatch:
     return batch
 
 
-def _check_owner(registry: Registry, key: KeyInfo, series: list[SeriesKey]) -> None:
+REMOTE_WRITE_HINT = "set them as external_labels of the sender or with write_relabel_configs"
+IMPORT_HINT = (
+    "label every series with them, or give model_id, deployment_id and replica for a file of one replica"
+)
+
+
+def _check_owner(
+    registry: Registry, key: KeyInfo, series: list[SeriesKey], hint: str = REMOTE_WRITE_HINT
+) -> None:
     """400 unless every series names a deployment (not an alias) of a model of the caller's organization
-    (404 for one it cannot see, as ``resolve_deployment``)."""
+    (404 for one it cannot see, as ``resolve_deployment``); ``hint`` says how to label a series without."""
     ids = set()
     for _, labels in series:
         lab = dict(labels)
         ids.add((lab.get("model_id", ""), lab.get("deployment_id", "")))
     for model_id, deployment_id in sorted(ids):
         if not model_id or not deployment_id:
-            raise bad_request(
-                "every series needs model_id and deployment_id labels; set them as "
-                "external_labels of the sender or with write_relabel_configs"
-            )
+            raise bad_request(f"every series needs model_id and deployment_id labels; {hint}")
         if deployment_id in DEPLOYMENT_ALIASES:
             raise bad_request(
                 f"deployment_id {deployment_id!r} is an alias; label series with the deployment's id "
@@ -148,42 +153,79 @@ async def import_openmetrics(
     service: ServiceDep,
     registry: RegistryDep,
     key: ManageAuth,
-    model_id: Annotated[str, Query()],
-    deployment_id: Annotated[str, Query()],
-    replica: Annotated[str, Query()],
+    model_id: Annotated[str | None, Query()] = None,
+    deployment_id: Annotated[str | None, Query()] = None,
+    replica: Annotated[str | None, Query()] = None,
 ) -> dict[str, int]:
-    """Backfill an OpenMetrics body (timestamps in seconds) as samples of one replica.
+    """Backfill an OpenMetrics body (timestamps in seconds) as samples of one replica (``model_id``,
+    ``deployment_id``, ``replica``), or, without all three, of the replicas its series name in their own
+    ``model_id``, ``deployment_id`` and ``replica`` labels (each checked as remote_write checks a body's:
+    a deployment of a model of the caller's organization, before its batch is stored).
 
-    Returns ``{"samples": stored, "batches": n}``; 400 naming the bad line for invalid input. Batches
-    before a bad line are stored (the file is streamed), as with ``promtool tsdb create-blocks``. 413,
-    nothing stored, when the file has over ``limits.import_samples`` sample lines. 503 with
-    ``Retry-After`` before the body is read when every ingest worker and queue place is taken.
+    Returns ``{"samples": stored, "batches": n}``; 400 naming the bad line for invalid input, or a series
+    without the labels; 404 for a model or deployment the caller cannot see. Batches before a bad line
+    or series are stored (the file is streamed), as with ``promtool tsdb create-blocks``. 400 when only
+    some of the three parameters are given. 413, nothing stored, when the file has over
+    ``limits.import_samples`` sample lines. 503 with ``Retry-After`` before the body is read when every
+    ingest worker and queue place is taken.
     """
-    model = resolve_model(registry, key, model_id)
-    dep = resolve_deployment(registry, model, deployment_id)
-    labels = {"model_id": model.id, "model_name": model.name, "deployment_id": dep.id, "replica": replica}
+    labels = _import_labels(registry, key, model_id, deployment_id, replica)
     async with service.ingest.slot():
         prefix, suffix = IMPORT_SPOOL
         with tempfile.NamedTemporaryFile(dir=service.config.data_dir, prefix=prefix, suffix=suffix) as tmp:
             async for chunk in request.stream():
                 tmp.write(chunk)
             tmp.flush()
-            stored, batches = await service.ingest.run(_store_import, service, tmp.name, labels)
+            stored, batches = await service.ingest.run(
+                _store_import, service, tmp.name, labels, registry, key
+            )
     service.metrics.samples_appended.labels("import").inc(stored)
     return {"samples": stored, "batches": batches}
 
 
-def _store_import(service: Service, path: str, labels: dict[str, str]) -> tuple[int, int]:
-    """Parse, adapt and store the OpenMetrics file at ``path`` (in an ingest worker thread):
+def _import_labels(
+    registry: Registry, key: KeyInfo, model_id: str | None, deployment_id: str | None, replica: str | None
+) -> dict[str, str] | None:
+    """The labels of every imported sample, or ``None`` (none of the three given: each series' own).
+    400 when only some are given; 404 as ``resolve_deployment`` for one the caller cannot see."""
+    given = [v for v in (model_id, deployment_id, replica) if v is not None]
+    if not given:
+        return None
+    if model_id is None or deployment_id is None or replica is None:
+        raise bad_request(
+            "give model_id, deployment_id and replica together (a file of one replica), or none of "
+            "them (every series names its own in model_id, deployment_id and replica labels)"
+        )
+    model = resolve_model(registry, key, model_id)
+    dep = resolve_deployment(registry, model, deployment_id)
+    return {"model_id": model.id, "model_name": model.name, "deployment_id": dep.id, "replica": replica}
+
+
+def _store_import(
+    service: Service, path: str, labels: dict[str, str] | None, registry: Registry, key: KeyInfo
+) -> tuple[int, int]:
+    """Parse, adapt and store the OpenMetrics file at ``path`` (in an ingest worker thread) with
+    ``labels`` (``None``: each series' own, each batch checked by ``_check_owner`` before it is stored):
     ``(samples stored, batches)``. Raises ``ApiError`` 413 over ``limits.import_samples`` sample lines
-    (nothing stored), 400 at a bad line (batches before it stay)."""
+    (nothing stored), 400 at a bad line or series, 404 at a series of a model or deployment the caller
+    cannot see (batches before either stay)."""
     limit = service.config.limits.import_samples
     check_sample_count(count_sample_lines(path, limit), limit, "limits.import_samples")
     stored = batches = 0
     try:
         for batch in iter_backfill(path, labels, workers=1):
+            if labels is None:
+                _check_owner_after(registry, key, batch.series, stored)
             stored += service.append(_not_ahead(batch, service.clock()))
             batches += 1
     except (BackfillError, UnicodeDecodeError) as exc:
         raise bad_request(f"import stopped after {stored} samples: {exc}") from exc
     return stored, batches
+
+
+def _check_owner_after(registry: Registry, key: KeyInfo, series: list[SeriesKey], stored: int) -> None:
+    """``_check_owner``, its error saying how many samples were stored before the series it names."""
+    try:
+        _check_owner(registry, key, series, IMPORT_HINT)
+    except ApiError as exc:
+        raise ApiError(exc.status, f"import stopped after {stored} samples: {exc.message}") from None
