@@ -146,7 +146,7 @@ class Attempt:
         assert relay.first_byte_s is not None and relay.end_to_end_s is not None
         inference_s = duration_s(relay.upstream.headers, self._gateway.options.server_timing_metric)
         self._gateway.metrics.observe(
-            self.labels, relay.status_code, ttfb_s=relay.first_byte_s, end_to_end_s=relay.end_to_end_s,
+            self.labels, relay.metered_status, ttfb_s=relay.first_byte_s, end_to_end_s=relay.end_to_end_s,
             request_bytes=len(self.body), response_bytes=relay.sent_bytes, inference_s=inference_s,
         )  # fmt: skip
 

@@ -167,7 +167,7 @@ class ModelApiGateway:
         usage = meter.result()
         self.limiter.charge(key, limits, usage.total)
         answer = Answer(
-            relay.status_code,
+            relay.metered_status,
             relay.end_to_end_s,
             meter.first_token_s,
             request_bytes,

@@ -61,8 +61,15 @@ class Relay:
 
     ``status_code`` and ``raw_headers`` are the replica's (hop-by-hop dropped, ``extra_headers`` added).
     Attributes set while streaming: ``first_byte_s`` and ``end_to_end_s`` (seconds since
-    ``arrived``, a ``time.perf_counter()`` reading) and ``sent_bytes``.
+    ``arrived``, a ``time.perf_counter()`` reading) and ``sent_bytes``. ``metered_status`` is the status
+    the answer is counted with: the replica's when its whole body reached the client, ``CLIENT_GONE``
+    (499) when the client left before the end, ``BAD_GATEWAY`` (502) when the replica failed inside the
+    body (the client already has the replica's status line and a cut body; it must not count as 200).
     """
+
+    CLIENT_GONE = 499
+    """nginx's "client closed request", the status proxies count such a request with."""
+    BAD_GATEWAY = 502
 
     def __init__(
         self,
@@ -72,6 +79,7 @@ class Relay:
         extra_headers: Iterable[tuple[bytes, bytes]] = (),
     ) -> None:
         self.status_code = upstream.status_code
+        self.metered_status = upstream.status_code
         self.raw_headers = [*response_headers(upstream.headers), *extra_headers]
         self.upstream = upstream
         self.arrived = arrived
@@ -120,10 +128,14 @@ class Relay:
             async for chunk in self._chunks():
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except UpstreamError:
+            self.metered_status = self.BAD_GATEWAY
+            raise  # the server closes the connection: the client sees a cut body
         except asyncio.CancelledError:
             if not gone:
                 raise
-            task.uncancel()  # the client left: the relay ends here, like a finished one
+            task.uncancel()  # the client left: the relay ends here
+            self.metered_status = self.CLIENT_GONE
         finally:
             watcher.cancel()
             try:
