@@ -94,6 +94,10 @@ class SelfMetrics:
         target_up: per target (``SCRAPE_TARGET_LABELS``), 1 when its last scrape succeeded.
         refused_samples: counter of samples of new series refused by the active-series limit, by
             ``organization`` (config ``limits.series_per_organization``).
+        gateway_refused: counter of inference and Model API calls refused before they reached a model
+            or Model API (400, 401, 403, 404, 413 and the failed-key 429), by ``route`` (``model``: the
+            model routes; ``model_api``: the OpenAI routes) and ``status_code``; no tenant label (whom
+            such a call names is the caller's choice), so no organization's series grows from them.
         custom_series_dropped: counter of a replica target's custom series not kept, per scrape, by
             target (``SCRAPE_TARGET_LABELS``) and ``reason`` (``series_limit``: over
             ``custom_series_limit``; ``reserved_name``: a ``baseten_*`` / ``servemetrics_*`` / ``up`` name).
@@ -147,6 +151,13 @@ class SelfMetrics:
             "servemetrics_series_limit_refused_samples",
             "Samples of new series refused: their organization was at limits.series_per_organization.",
             ["organization"],
+            registry=r,
+        )
+        self.gateway_refused = Counter(
+            "servemetrics_gateway_refused_requests",
+            "Inference and Model API calls refused before they reached a model or Model API, by route "
+            "(model, model_api) and status code.",
+            ["route", "status_code"],
             registry=r,
         )
         self.custom_series_dropped = Counter(

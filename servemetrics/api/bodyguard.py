@@ -19,11 +19,12 @@ from dataclasses import dataclass, fields
 
 import anyio
 from starlette.exceptions import HTTPException
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from servemetrics.api.deps import KEY_STATE, key_of
 from servemetrics.api.errors import ApiError
-from servemetrics.api.routes.gateway import is_inference_path
+from servemetrics.api.routes.gateway import count_refused, is_inference_path
 from servemetrics.gateway.errors import error_response
 
 _BODILESS = frozenset({"GET", "HEAD", "OPTIONS"})
@@ -97,6 +98,8 @@ class BodyGuard:
         limit, setting = self.limits.for_path(path)
         declared = _header(scope, b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > limit:
+            if is_inference(path):
+                count_refused(Request(scope), path, 413)
             await error_response(413, too_large(declared, limit, setting))(scope, receive, send)
             return
         has_body = (declared not in (None, "0")) or _header(scope, b"transfer-encoding") is not None
@@ -133,6 +136,8 @@ class BodyGuard:
         except BodyTooLarge as exc:
             if started:
                 raise
+            if is_inference(scope["path"]):
+                count_refused(Request(scope), scope["path"], 413)
             await error_response(413, str(exc.detail))(scope, receive, send)
 
 

@@ -10,6 +10,7 @@ the rate-limited counter counts exactly those, while team-b is unaffected.
 
 from __future__ import annotations
 
+import socket
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -221,6 +222,53 @@ def test_twice_the_limit_gets_429s_for_the_excess_counted_as_rate_limited(svc: S
     for _ in range(8):  # team-b is not affected
         svc.client(TEAM_B).chat.completions.create(model="chat", messages=PROMPT, max_tokens=1)
     assert svc.series("baseten_model_api_rate_limited_requests_total", team_id="team-b") == b_limited
+
+
+def _refused(svc: Svc) -> dict[tuple[str, str], float]:
+    """``servemetrics_gateway_refused_requests_total`` of the service's own metrics: {(route, status)}."""
+    text = httpx.get(f"{svc.base}/service/metrics", timeout=10).text
+    return {
+        (s.labels["route"], s.labels["status_code"]): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+        if s.name == "servemetrics_gateway_refused_requests_total"
+    }
+
+
+def _declared_too_large(base: str, path: str) -> bytes:
+    """The status line of a POST to ``path`` declaring a 1 GB body (none sent): the body guard's 413."""
+    host, port = base.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as conn:
+        conn.sendall(f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n".encode())
+        return conn.recv(4096).split(b"\r\n", 1)[0]
+
+
+def test_calls_refused_before_a_model_api_are_counted_without_a_tenant_label(svc: Svc) -> None:
+    """Issue 17's review: the OpenAI routes' 400 / 401 / 404 / 413 were counted nowhere. They are not a
+    Model API's calls (the caller names it), so they go to the service's own counter by route and status."""
+    before = _refused(svc)
+    with pytest.raises(openai.NotFoundError):
+        svc.client(ADMIN).chat.completions.create(model="nope", messages=PROMPT)
+    with pytest.raises(openai.AuthenticationError):
+        svc.client("wrong-key").completions.create(model="chat", prompt="hi")
+    assert (
+        httpx.post(f"{svc.base}/v1/chat/completions", content=b"{}", headers=auth(ADMIN)).status_code == 400
+    )
+    assert _declared_too_large(svc.base, "/v1/chat/completions") == b"HTTP/1.1 413 Request Entity Too Large"
+    foreign = httpx.post(
+        f"{svc.base}/v1/models/m9/environments/production/predict", content=b"{}", headers=auth(ADMIN)
+    )
+    assert foreign.status_code == 404
+    after = _refused(svc)
+    grown = {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}
+    assert grown == {
+        ("model_api", "404"): 1,
+        ("model_api", "401"): 1,
+        ("model_api", "400"): 1,
+        ("model_api", "413"): 1,
+        ("model", "404"): 1,
+    }
+    assert svc.series("baseten_model_api_incoming_inference_requests_total", model_api="nope") == 0
 
 
 def test_unknown_or_foreign_model_apis_bad_bodies_and_keys(svc: Svc) -> None:

@@ -49,6 +49,7 @@ from servemetrics.gateway.errors import error_response
 from servemetrics.gateway.model_api_calls import CallError, ModelApiGateway, parse_call
 from servemetrics.gateway.proxy import Relay
 from servemetrics.registry import KeyInfo, ModelInfo, can_invoke, team_bound
+from servemetrics.registry.model_apis import ModelApiInfo
 
 router = APIRouter(tags=["inference"])
 METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]
@@ -75,10 +76,25 @@ async def invoking_key(request: HTTPConnection) -> KeyInfo:
     return key
 
 
+def count_refused(request: HTTPConnection, path: str, status: int) -> None:
+    """Count a call to the gateway's ``path`` refused with ``status`` before it reached a model or Model
+    API (``servemetrics_gateway_refused_requests_total``; ``SelfMetrics.gateway_refused``)."""
+    route = "model_api" if path.endswith("/completions") else "model"
+    service_of(request).metrics.gateway_refused.labels(route, str(status)).inc()
+
+
 async def invoking_model(request: HTTPConnection, model_id: str | None) -> ModelInfo:
     """The model the caller may invoke: 401 bad key, 429 a client address over the failed-authentication
     limit (``invoking_key``), 404 unknown / another organization's, 403 a key type that may not invoke
-    it. ``model_id`` None: taken from the ``Host`` header."""
+    it (each counted by ``count_refused``). ``model_id`` None: taken from the ``Host`` header."""
+    try:
+        return await _invoking_model(request, model_id)
+    except ApiError as exc:
+        count_refused(request, request.url.path, exc.status)
+        raise
+
+
+async def _invoking_model(request: HTTPConnection, model_id: str | None) -> ModelInfo:
     view = _gateway(request).view
     key = await invoking_key(request)
     if model_id is None:
@@ -151,8 +167,19 @@ def _model_api_gateway(request: HTTPConnection) -> ModelApiGateway:
 async def model_api_call(request: Request, path: str) -> Response | Relay:
     """A Model API call (docs/model-apis.md "Serving"): 401 / 429 as ``invoking_key``; 400 a body that is
     not an OpenAI request with ``model``; 404 no such Model API in the key's organization (or its model
-    outside a scoped key); 403 a key type that may not invoke; then ``ModelApiGateway.serve``."""
+    outside a scoped key); 403 a key type that may not invoke (each counted by ``count_refused``; a 413
+    for a body over its limit is counted by ``bodyguard``); then ``ModelApiGateway.serve``."""
     arrived = time.perf_counter()
+    try:
+        key, api, body, stream = await _admitted_call(request)
+    except ApiError as exc:
+        count_refused(request, request.url.path, exc.status)
+        raise
+    return await _model_api_gateway(request).serve(request, key, api, body, stream, path, arrived)
+
+
+async def _admitted_call(request: Request) -> tuple[KeyInfo, ModelApiInfo, bytes, bool]:
+    """The checks of ``model_api_call``: (key, Model API, body, whether a stream is asked for)."""
     key = await invoking_key(request)
     body = await request.body()
     try:
@@ -168,7 +195,7 @@ async def model_api_call(request: Request, path: str) -> Response | Relay:
             f"a {key.type} key cannot call Model APIs; use a WORKSPACE_INVOKE, WORKSPACE_MANAGE_ALL or "
             "PERSONAL key"
         )
-    return await serving.serve(request, key, api, body, call.stream, path, arrived)
+    return key, api, body, call.stream
 
 
 async def chat_completions(request: Request) -> Response | Relay:
