@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
@@ -34,16 +35,14 @@ DECLARATIONS = {
     ],
     "models": MODELS,
 }
-CONFIG = f"""
-data_dir: {{data}}
-organizations:
-  - name: acme
-    api_keys:
-      - {{{{key: {MANAGE}, type: WORKSPACE_MANAGE_ALL}}}}
-      - {{{{key: {READ}, type: WORKSPACE_EXPORT_METRICS}}}}
-models:
-  - {{{{id: m1, name: M, organization: acme, deployments: [{{{{id: d1}}}}, {{{{id: d2}}}}]}}}}
-"""
+
+
+def _config(data: Path) -> str:
+    """The service config of ``DECLARATIONS``' organization acme over ``data``, as a YAML file holds it."""
+    acme = {"name": "acme", "api_keys": [{"key": MANAGE, "type": "WORKSPACE_MANAGE_ALL"}]}
+    return yaml.safe_dump({"data_dir": str(data), "organizations": [acme], "models": MODELS[:1]})
+
+
 POINTS = {
     ("m1", "d1", "d1-r1"): (0, 3, 7),
     ("m1", "d1", "d1-r2"): (0, 5, 6),
@@ -78,7 +77,7 @@ def _count(client: TestClient, dep: str, group_by: str | None = None) -> dict[st
 
 def test_the_cli_imports_a_file_of_many_replicas_with_their_own_labels(tmp_path: Path, serve: Serve) -> None:
     config = tmp_path / "sm.yaml"
-    config.write_text(CONFIG.format(data=tmp_path))
+    config.write_text(_config(tmp_path))
     om = tmp_path / "many.om"
     om.write_bytes(_file())
     result = CliRunner().invoke(cli.app, ["import", str(om), "--config", str(config)])
@@ -94,7 +93,7 @@ def test_the_cli_refuses_some_of_the_three_options_and_undeclared_or_unlabelled_
     tmp_path: Path,
 ) -> None:
     config = tmp_path / "sm.yaml"
-    config.write_text(CONFIG.format(data=tmp_path))
+    config.write_text(_config(tmp_path))
     om = tmp_path / "many.om"
     om.write_bytes(_file())
     some = CliRunner().invoke(cli.app, ["import", str(om), "--model", "m1", "--config", str(config)])
