@@ -90,7 +90,7 @@ def into_data_dir(config: Config, path: Path, replica: Replica, progress: Progre
         labels = None if replica is None else _replica_labels(config, registry, *replica)
         store = _open_store(config)
         try:
-            return _append_file(store, path, labels, _DeclaredDeployments(config, registry), progress)
+            return _append_file(store, path, labels, progress, _DeclaredDeployments(config, registry))
         finally:
             flush = getattr(store, "flush", None)  # an engine store: wait for the engine to take it all
             if flush is not None:
@@ -162,8 +162,8 @@ def _append_file(
     store: Store,
     path: Path,
     labels: dict[str, str] | None,
-    declared: _DeclaredDeployments,
     progress: Progress,
+    declared: _DeclaredDeployments | None = None,
 ) -> int:
     """Append the file's batches to ``store`` (``labels`` on every sample, or each series' own, checked
     against ``declared`` before its batch is stored); the samples stored. ImportFailed (naming how many
@@ -177,6 +177,7 @@ def _append_file(
                     "backfill timestamps are in seconds"
                 )
             if labels is None:
+                assert declared is not None, "a file of many replicas needs the declared deployments"
                 try:
                     declared.check_batch(batch)
                 except ImportFailed as exc:

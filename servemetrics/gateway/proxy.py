@@ -62,9 +62,11 @@ class Relay:
     ``status_code`` and ``raw_headers`` are the replica's (hop-by-hop dropped, ``extra_headers`` added).
     Attributes set while streaming: ``first_byte_s`` and ``end_to_end_s`` (seconds since
     ``arrived``, a ``time.perf_counter()`` reading) and ``sent_bytes``. ``metered_status`` is the status
-    the answer is counted with: the replica's when its whole body reached the client, ``CLIENT_GONE``
-    (499) when the client left before the end, ``BAD_GATEWAY`` (502) when the replica failed inside the
-    body (the client already has the replica's status line and a cut body; it must not count as 200).
+    the answer is counted with: the replica's when its whole body was handed to the server (also when
+    the client leaves, or uvicorn's ``receive`` reports the finished response as a disconnect, during
+    the last sends); ``CLIENT_GONE`` (499) when the client left while the replica's body was still
+    coming; ``BAD_GATEWAY`` (502) when the replica failed inside the body (the client already has the
+    replica's status line and a cut body; it must not count as 200).
     """
 
     CLIENT_GONE = 499
@@ -135,7 +137,8 @@ class Relay:
             if not gone:
                 raise
             task.uncancel()  # the client left: the relay ends here
-            self.metered_status = self.CLIENT_GONE
+            if not self.upstream.body_done:  # else it left (or uvicorn said so) once it had it all
+                self.metered_status = self.CLIENT_GONE
         finally:
             watcher.cancel()
             try:
@@ -322,6 +325,11 @@ class UpstreamResponse:
                 raise UpstreamError("the replica closed the connection inside the body")
             else:
                 self._complete = True  # no length, not chunked: the body ends with the connection
+
+    @property
+    def body_done(self) -> bool:
+        """True once the whole body was parsed and every piece of it yielded by ``aiter_raw``."""
+        return self._complete and not self._body
 
     async def aclose(self) -> None:
         """Give the connection back (the whole message was parsed and keep-alive holds), else close it."""

@@ -27,23 +27,16 @@ from playwright.sync_api import Browser, Page
 
 from tests.apptools import auth
 from tests.dashboard.browser import launch, new_context, screenshot, wait_drawn
+from tests.model_api_service import PROMPT, model_api_service, openai_client
 from tests.processes import (
-    free_port,
-    promoted,
-    start,
-    start_service,
-    stop,
     wait_for_scrapes,
-    wait_http,
     wait_until,
-    write_service_config,
 )
 
 pytestmark = pytest.mark.e2e
 ADMIN, TEAM_A, TEAM_B = "mapi-dash-admin", "mapi-dash-team-a", "mapi-dash-team-b"
 B_METRICS = "mapi-dash-team-b-metrics"
 """A metrics-reading key of team-b: it sees team-b's series only."""
-PROMPT = [{"role": "user", "content": "five words in this prompt"}]
 A_CALLS, B_CALLS, A_LIMIT = 6, 3, 3
 P = "baseten_model_api_"
 PANELS = [
@@ -84,10 +77,6 @@ class Svc:
     calls: Calls
 
 
-def _client(base: str, key: str) -> openai.OpenAI:
-    return openai.OpenAI(api_key=key, base_url=f"{base}/v1", max_retries=0, timeout=30)
-
-
 def _add_usage(calls: Calls, team: str, usage: Any) -> None:
     cached = usage.prompt_tokens_details.cached_tokens if usage.prompt_tokens_details else 0
     got = calls.tokens.setdefault(team, {"input_cached": 0, "input_uncached": 0, "output": 0})
@@ -99,7 +88,7 @@ def _add_usage(calls: Calls, team: str, usage: Any) -> None:
 def _send(base: str) -> Calls:
     """team-a's calls (some over its limit) and team-b's streams; what their clients saw."""
     calls = Calls(tokens={}, answers={"team-a": {"2xx": 0, "4xx": 0}, "team-b": {"2xx": 0, "4xx": 0}})
-    with _client(base, TEAM_A) as a:
+    with openai_client(base, TEAM_A) as a:
         for _ in range(A_CALLS):
             try:
                 answer = a.chat.completions.create(model="chat", messages=PROMPT, max_tokens=2)
@@ -108,7 +97,7 @@ def _send(base: str) -> Calls:
                 continue
             calls.answers["team-a"]["2xx"] += 1
             _add_usage(calls, "team-a", answer.usage)
-    with _client(base, TEAM_B) as b:
+    with openai_client(base, TEAM_B) as b:
         for _ in range(B_CALLS):
             stream = b.chat.completions.create(
                 model="chat",
@@ -141,8 +130,6 @@ def _summary_tokens(base: str) -> dict[str, dict[str, float]]:
 @pytest.fixture(scope="module")
 def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Svc]:
     tmp = tmp_path_factory.mktemp("mapi-dash")
-    rport, sport = free_port(), free_port()
-    replica = start(["examples/openai_replica.py", "--port", str(rport)], tmp / "replica.log")
     organizations = [
         {
             "name": "acme",
@@ -155,15 +142,6 @@ def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Svc]:
             ],
         }
     ]
-    target = f"http://127.0.0.1:{rport}/metrics"
-    models = [
-        {
-            "id": "m1",
-            "organization": "acme",
-            "deployments": [{"id": "d1", "replicas": [{"id": "r1", "targets": [target]}]}],
-            "environments": [promoted("production", "d1")],
-        }
-    ]
     model_apis = [
         {
             "name": "chat",
@@ -174,22 +152,7 @@ def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Svc]:
         },
         {"name": "notes", "organization": "acme", "model": "m1"},
     ]
-    write_service_config(tmp, sport, organizations, models, model_apis=model_apis)
-    service = start_service(tmp)
-    base = f"http://127.0.0.1:{sport}"
-    try:
-        wait_http(f"http://127.0.0.1:{rport}/health")
-        wait_http(f"{base}/healthz")
-        with _client(base, ADMIN) as admin:
-
-            def ready() -> bool:
-                try:
-                    admin.chat.completions.create(model="chat", messages=PROMPT, max_tokens=1)
-                except openai.APIStatusError:
-                    return False  # 503 until the replica's first health check passes
-                return True
-
-            wait_until(ready, "the replica to be routed to", 30)
+    with model_api_service(tmp, organizations, model_apis, ADMIN) as base:
         calls = _send(base)
         # an event of m1 inside the tab's window, which the Model APIs tab must not draw
         resp = httpx.patch(
@@ -206,9 +169,6 @@ def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Svc]:
             30,
         )
         yield Svc(base, calls)
-    finally:
-        stop(service)
-        stop(replica)
 
 
 @pytest.fixture(scope="module")

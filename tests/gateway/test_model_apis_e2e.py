@@ -22,20 +22,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.apptools import auth
 from tests.conftest import schema_validator
+from tests.model_api_service import PROMPT, model_api_service, openai_client
 from tests.processes import (
-    free_port,
     promoted,
-    start,
-    start_service,
-    stop,
-    wait_http,
     wait_until,
-    write_service_config,
 )
 
 pytestmark = pytest.mark.e2e
 ADMIN, TEAM_A, TEAM_B, OTHER = "mapi-admin", "mapi-team-a", "mapi-team-b", "mapi-other"
-PROMPT = [{"role": "user", "content": "five words in this prompt"}]
 
 
 @dataclass(frozen=True)
@@ -46,9 +40,7 @@ class Svc:
     def client(self, key: str) -> openai.OpenAI:
         """The OpenAI client of ``key`` (no retries: every 429 reaches the test), closed at the end."""
         if key not in self.clients:
-            self.clients[key] = openai.OpenAI(
-                api_key=key, base_url=f"{self.base}/v1", max_retries=0, timeout=30
-            )
+            self.clients[key] = openai_client(self.base, key)
         return self.clients[key]
 
     def series(self, name: str, **match: str) -> float:
@@ -71,8 +63,6 @@ class Svc:
 @pytest.fixture(scope="module")
 def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Svc]:
     tmp = tmp_path_factory.mktemp("mapi")
-    rport, sport = free_port(), free_port()
-    replica = start(["examples/openai_replica.py", "--port", str(rport)], tmp / "replica.log")
     organizations = [
         {
             "name": "acme",
@@ -85,21 +75,12 @@ def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Svc]:
         },
         {"name": "other", "api_keys": [{"key": OTHER, "type": "WORKSPACE_MANAGE_ALL"}]},
     ]
-    target = f"http://127.0.0.1:{rport}/metrics"
-    models = [
-        {
-            "id": "m1",
-            "organization": "acme",
-            "deployments": [{"id": "d1", "replicas": [{"id": "r1", "targets": [target]}]}],
-            "environments": [promoted("production", "d1")],
-        },
-        {
-            "id": "m9",
-            "organization": "other",
-            "deployments": [{"id": "x1"}],
-            "environments": [promoted("production", "x1")],
-        },
-    ]
+    m9 = {
+        "id": "m9",
+        "organization": "other",
+        "deployments": [{"id": "x1"}],
+        "environments": [promoted("production", "x1")],
+    }
     model_apis = [
         {
             "name": "chat",
@@ -110,29 +91,11 @@ def svc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Svc]:
         },
         {"name": "theirs", "organization": "other", "model": "m9"},
     ]
-    write_service_config(tmp, sport, organizations, models, model_apis=model_apis)
-    service = start_service(tmp)
-    base = f"http://127.0.0.1:{sport}"
-    try:
-        wait_http(f"http://127.0.0.1:{rport}/health")
-        wait_http(f"{base}/healthz")
+    with model_api_service(tmp, organizations, model_apis, ADMIN, more_models=[m9]) as base:
         svc = Svc(base)
-        client = svc.client(ADMIN)
-
-        def ready() -> bool:
-            try:
-                client.chat.completions.create(model="chat", messages=PROMPT, max_tokens=1)
-            except openai.APIStatusError:
-                return False  # 503 until the replica's first health check passes
-            return True
-
-        wait_until(ready, "the replica to be routed to", 30)
         yield svc
         for c in svc.clients.values():
             c.close()
-    finally:
-        stop(service)
-        stop(replica)
 
 
 def test_non_streamed_usage_equals_the_token_series(svc: Svc) -> None:

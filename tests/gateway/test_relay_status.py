@@ -93,3 +93,29 @@ def test_a_client_leaving_before_the_end_counts_as_499() -> None:
         assert done == [relay] and (relay.status_code, relay.metered_status) == (200, 499)
 
     run(replica, body)
+
+
+def test_a_disconnect_once_the_whole_body_was_handed_on_counts_with_the_replicas_status() -> None:
+    """uvicorn's ``receive`` answers ``http.disconnect`` as soon as the response is complete; when the
+    last send yields (a paused transport), the relay sees that before it ends: not a client gone."""
+    ended = asyncio.Event()
+    replica = Replica([HEAD, b"3\r\nabc\r\n", b"0\r\n\r\n"])
+
+    async def after_the_end() -> dict[str, Any]:
+        await ended.wait()
+        return {"type": "http.disconnect"}
+
+    async def body(upstream: Upstream, base: str) -> None:
+        answer = await upstream.send("GET", base, "/", [], b"")
+        done: list[Relay] = []
+        relay = Relay(answer, time.perf_counter(), done.append)
+
+        async def send(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.body" and not message["more_body"]:
+                ended.set()
+                await asyncio.sleep(0.05)  # the write drains: the watcher runs meanwhile
+
+        await relay({"type": "http"}, after_the_end, send)
+        assert done == [relay] and (relay.status_code, relay.metered_status) == (200, 200)
+
+    run(replica, body)

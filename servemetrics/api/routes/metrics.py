@@ -22,17 +22,15 @@ from servemetrics.api.deps import (
     resolve_deployment,
     resolve_environment,
 )
-from servemetrics.api.errors import forbidden
 from servemetrics.api.params import reject_unknown_params
 from servemetrics.api.schemas import MetricsResponse, metrics_response
 from servemetrics.api.service import Service
-from servemetrics.catalog.model_apis import PREFIX as MODEL_API_PREFIX
+from servemetrics.api.team_scope import no_other_teams
 from servemetrics.catalog.splits import Split
 from servemetrics.query.custom import custom_metric
 from servemetrics.query.execute import execute
 from servemetrics.query.plan import build_plan
 from servemetrics.query.windows import Mode
-from servemetrics.registry import KeyInfo, team_bound
 from servemetrics.registry.records import ModelInfo
 from servemetrics.timeutil import MAX_TS_MS, Timeline
 
@@ -113,20 +111,6 @@ def _answer(
     return metrics_response(result)
 
 
-def _no_other_teams(key: KeyInfo, p: MetricsParams) -> None:
-    """403 when a team's key (``registry.team_bound``) asks a model route for Model API series or the
-    team split: these routes read every team's series; ``GET /v1/model_apis/{name}/metrics`` reads its
-    team's (docs/model-apis.md "Who sees what")."""
-    team = team_bound(key)
-    if team is None:
-        return
-    if p.group_by is Split.TEAM or any(m.startswith(MODEL_API_PREFIX) for m in p.metrics or ()):
-        raise forbidden(
-            f"a key of team {team!r} reads Model API series through GET /v1/model_apis/{{name}}/metrics, "
-            "which answers its team's; the model routes answer every team's"
-        )
-
-
 def _flight(scope: str, model: ModelInfo, name: str, p: MetricsParams) -> Hashable | None:
     """The single-flight key of a request (``ReadPool``): everything its answer depends on; None (not
     shared) unless both ends of its window are given."""
@@ -142,7 +126,7 @@ async def environment_metrics(
     service: ServiceDep, registry: RegistryDep, model: ReadModel, key: Auth, env_name: str, params: Params
 ) -> MetricsResponse:
     """Metrics aggregated across every deployment that served the environment, split at promotions."""
-    _no_other_teams(key, params)
+    no_other_teams(key, params.group_by, params.metrics)
 
     def answer() -> MetricsResponse:
         env = resolve_environment(registry, model, env_name)
@@ -166,7 +150,7 @@ async def deployment_metrics(
     params: Params,
 ) -> MetricsResponse:
     """Metrics of one deployment (``production`` / ``development`` name that environment's deployment)."""
-    _no_other_teams(key, params)
+    no_other_teams(key, params.group_by, params.metrics)
 
     def answer() -> MetricsResponse:
         dep = resolve_deployment(registry, model, deployment_id)

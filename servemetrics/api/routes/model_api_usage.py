@@ -15,7 +15,7 @@ from servemetrics.api.deps import Auth, RegistryDep, ServiceDep, require_org_met
 from servemetrics.api.errors import bad_request
 from servemetrics.api.model_api_shapes import decode_cursor, encode_cursor
 from servemetrics.api.params import reject_unknown_params
-from servemetrics.api.routes.model_apis import team_scope
+from servemetrics.api.team_scope import team_scope
 from servemetrics.query.model_api_usage import (
     GROUPS,
     LIMITS,

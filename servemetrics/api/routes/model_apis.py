@@ -15,21 +15,21 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Query, Request
 
 from servemetrics.api.deps import Auth, RegistryDep, ServiceDep, require_org_metrics_read
-from servemetrics.api.errors import bad_request, forbidden, not_found
+from servemetrics.api.errors import bad_request, not_found
 from servemetrics.api.model_api_shapes import decode_cursor, encode_cursor, model_api
 from servemetrics.api.params import reject_unknown_params
 from servemetrics.api.routes.metrics import EndQ, MetricsQ, ModeQ, StartQ
 from servemetrics.api.schemas import MetricsResponse, metrics_response
 from servemetrics.api.service import Service
+from servemetrics.api.team_scope import team_scope
 from servemetrics.catalog import CATALOG
 from servemetrics.catalog.model_apis import DEFAULT_MODEL_API_METRICS, PREFIX
 from servemetrics.catalog.splits import Split
 from servemetrics.query.execute import execute
 from servemetrics.query.plan import build_plan
 from servemetrics.query.windows import Mode
-from servemetrics.registry import KeyInfo, Registry, team_bound
+from servemetrics.registry import KeyInfo, Registry
 from servemetrics.registry.model_apis import ModelApiInfo
-from servemetrics.store.base import GroupKey
 from servemetrics.timeutil import Timeline
 
 router = APIRouter(tags=["model_apis"])
@@ -102,32 +102,6 @@ def requested_teams(request: Request) -> list[str]:
     """``team_ids[]`` / ``team_ids`` (repeatable, comma-separated values too), order kept, once each."""
     values = [*request.query_params.getlist("team_ids[]"), *request.query_params.getlist("team_ids")]
     return list(dict.fromkeys(t.strip() for v in values for t in v.split(",") if t.strip()))
-
-
-def team_scope(key: KeyInfo, requested: list[str], known: list[str]) -> frozenset[GroupKey] | None:
-    """The teams whose series ``key`` reads (as the ``team`` split's parts; None: every team): a
-    managing key (``WORKSPACE_MANAGE_ALL``, ``PERSONAL``) or a key without a team sees the whole
-    organization, or the ``requested`` teams; a key of a team sees its team only.
-
-    Raises:
-        ApiError: 400 a requested team the organization does not have (naming its teams); 403 a team
-            key asking for another team.
-    """
-    unknown = [t for t in requested if t not in known]
-    if unknown:
-        raise bad_request(
-            f"team_ids: no team {', '.join(map(repr, unknown))} in your organization; use some of: "
-            f"{', '.join(known) or '(none)'}"
-        )
-    team = team_bound(key)
-    if team is None:
-        return frozenset((t,) for t in requested) if requested else None
-    if any(t != team for t in requested):
-        raise forbidden(
-            f"a key of team {team!r} reads only its team's series; leave team_ids out or send "
-            f"team_ids[]={team}"
-        )
-    return frozenset({(team,)})
 
 
 def _timeline(registry: Registry, api: ModelApiInfo) -> Callable[[int, int], Timeline]:

@@ -227,19 +227,8 @@ export function createMetricsPage({ getClient, onError }) {
   async function load({ quiet = false } = {}) {
     if (!s.scope) return;
     const seq = ++s.seq;
-    const win = range.window();
-    if (win.error) {
-      showError("");
-      setStatus(win.error);
-      return;
-    }
-    range.schedule(win.live);
-    syncHash();
-    if (!quiet) {
-      setStatus("Loading…");
-      el.graphs.dataset.renderState = "loading";
-      el.graphs.setAttribute("aria-busy", "true");
-    }
+    const win = range.startLoad({ graphs: el.graphs, setStatus, showError, syncHash }, quiet);
+    if (!win) return;
     const client = getClient();
     startupCard.load(client, s.model, s.scope, win); // its errors stay in the card
     try {

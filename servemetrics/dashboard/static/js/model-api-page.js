@@ -118,19 +118,8 @@ export function createModelApiPage({ getClient, onError }) {
   async function load({ quiet = false } = {}) {
     if (!s.name) return;
     const seq = ++s.seq;
-    const win = range.window();
-    if (win.error) {
-      showError("");
-      setStatus(win.error);
-      return;
-    }
-    range.schedule(win.live);
-    syncHash();
-    if (!quiet) {
-      setStatus("Loading…");
-      el.graphs.dataset.renderState = "loading";
-      el.graphs.setAttribute("aria-busy", "true");
-    }
+    const win = range.startLoad({ graphs: el.graphs, setStatus, showError, syncHash }, quiet);
+    if (!win) return;
     const names = [...new Set(visiblePanels().flatMap((p) => p.metrics.map((m) => m.name)))];
     try {
       const answer = await getClient().modelApiMetrics(s.name, win.start, win.end, names, [...s.selected]);

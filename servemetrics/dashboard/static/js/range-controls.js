@@ -16,6 +16,8 @@ export const REFRESH_MS = 30_000;
  *   Refresh); refresh: an auto-refresh tick (a quiet load); prefKey: the storage.getPrefs() key that
  *   keeps the last preset range ("range" by default)
  * @returns {{window: () => ({start: number, end: number, live: boolean} | {error: string}),
+ *   startLoad: (page: {graphs: HTMLElement, setStatus: (t: string) => void, showError: (t: string) => void,
+ *   syncHash: () => void}, quiet: boolean) => ({start: number, end: number, live: boolean} | null),
  *   schedule: (live: boolean) => void, stop: () => void, value: () => string,
  *   restore: (wanted?: string) => void}} window: the chosen window in epoch ms; schedule: auto-refresh
  *   on (a live window, the box ticked) or off; restore: the range from the address or the last choice
@@ -60,5 +62,27 @@ export function createRangeControls(el, { load, refresh, prefKey = "range" }) {
   el.autorefresh.addEventListener("change", () => schedule(!el.autorefresh.disabled));
   el.refresh.addEventListener("click", () => load());
 
-  return { window: () => windowOf(el.range.value, custom), schedule, stop, value: () => el.range.value, restore };
+  const chosen = () => windowOf(el.range.value, custom);
+
+  // The start of the page's load(): the window, or null when it cannot be read (its error shown in the
+  // page's status, the last graphs kept); else auto-refresh set for it, the address written and, unless
+  // `quiet` (an auto-refresh tick), the graphs marked loading.
+  function startLoad({ graphs, setStatus, showError, syncHash }, quiet) {
+    const win = chosen();
+    if (win.error) {
+      showError("");
+      setStatus(win.error);
+      return null;
+    }
+    schedule(win.live);
+    syncHash();
+    if (!quiet) {
+      setStatus("Loading…");
+      graphs.dataset.renderState = "loading";
+      graphs.setAttribute("aria-busy", "true");
+    }
+    return win;
+  }
+
+  return { window: chosen, startLoad, schedule, stop, value: () => el.range.value, restore };
 }
