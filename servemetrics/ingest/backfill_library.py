@@ -154,6 +154,19 @@ def _unalias(families: list[Metric], family: str | None) -> None:
             samples[i] = s._replace(name=name, labels=labels)
 
 
+def _unaliased(message: str, unit: Unit, family: str | None) -> str:
+    """The parser's ``message`` with each shortened line it quotes written as the file has it (the
+    parser saw ``f_total{a_="4"}`` for ``requests_total{code="200"}``; the user must see the latter)."""
+    if family is None:
+        return message
+    cut = len(family)
+    for original in unit.lines:
+        short = (_SHORT_NAME + _shorten(original)[cut:]).rstrip("\n")
+        if short and short in message:
+            message = message.replace(short, original.rstrip("\n"))
+    return message
+
+
 def parse_unit(unit: Unit, created: dict[SeriesKey, int]) -> list[Sample]:
     text, family = _unit_text(unit)
     lines = _Lines(text)
@@ -167,7 +180,9 @@ def parse_unit(unit: Unit, created: dict[SeriesKey, int]) -> list[Sample]:
         problem = bound_problem(unit.lines[index]) if 0 <= index < len(unit.lines) else None
         if problem is not None:
             raise BackfillError(f"line {line}: {problem}") from exc
-        raise BackfillError(f"line {line}: invalid OpenMetrics: {exc}") from exc
+        raise BackfillError(
+            f"line {line}: invalid OpenMetrics: {_unaliased(str(exc), unit, family)}"
+        ) from exc
     _unalias(families, family)
     try:
         parsed = collect_samples(families, _NO_TS)

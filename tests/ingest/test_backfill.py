@@ -120,6 +120,19 @@ def test_invalid_line_names_its_line() -> None:
         run(text)
 
 
+def test_an_invalid_line_is_quoted_as_the_file_has_it_not_as_the_parser_saw_it() -> None:
+    """The library parser reads shortened text (``f_total{a_="4"}``); its message quotes the file's line."""
+    line = 'baseten_inference_requests_total{status_code="200"} 0 1767225600.000'
+    text = (
+        "# TYPE baseten_inference_requests counter\n"
+        'baseten_inference_requests_total{status_code="200"} 3 1767225615.000\n'
+        f"{line}\n# EOF\n"
+    )
+    with pytest.raises(BackfillError) as err:
+        run(text)
+    assert str(err.value) == f"line 3: invalid OpenMetrics: Timestamps went backwards within a group: {line}"
+
+
 def test_histogram_error_names_a_line_of_the_family() -> None:
     text = c11_text(2).replace(
         'baseten_end_to_end_response_time_seconds_bucket{le="+Inf",status_code="200"} 3 1767225615.000\n', ""
